@@ -1,0 +1,39 @@
+# The two commands a newcomer runs: `make demo` and `make test`. Both build .venv themselves.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# LibreYOLO needs torchvision at run time; this is the pair that works together (and lies on
+# the CI machines' disk). Install torch first, as the LibreYOLO docs say, then the rest.
+TORCH_PIN := torch==2.14.1 torchvision==0.29.1
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint typecheck pytest bench clean install
+
+$(BIN)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q $(TORCH_PIN)
+	$(BIN)/pip install -q -e '.[train,test]'
+	touch $@
+
+venv: $(BIN)/.installed
+
+demo: $(BIN)/.installed
+	$(BIN)/python -m runspec.demo
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check runspec tests bench
+	$(BIN)/ruff format --check runspec tests bench
+
+typecheck: $(BIN)/.installed
+	$(BIN)/mypy
+
+pytest: $(BIN)/.installed
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test: lint typecheck pytest
+
+install: $(BIN)/.installed
+	$(BIN)/runspec install
+
+clean:
+	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,3 @@
+from runspec.cli import entrypoint
+
+entrypoint()

@@ -1,0 +1,69 @@
+"""`runspec`: the command line. Exit codes come from here and nowhere else.
+
+Each command lives in `runspec/commands/<name>.py` with `add_arguments(parser)` and
+`run(args) -> int`; command modules keep heavy imports inside `run`, so `runspec validate`
+starts without torch, libreyolo, huggingface_hub or apscheduler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from runspec import __version__
+from runspec.errors import EXIT_USAGE, RunspecError
+
+log = logging.getLogger("runspec")
+
+# (command, module, one-line help), in the order `runspec --help` lists them.
+COMMANDS: list[tuple[str, str, str]] = [
+    ("validate", "validate", "check specs (files or folders, recursively)"),
+    ("schema", "schema", "print the run spec's JSON Schema (for editors)"),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="runspec",
+        description="Declarative LibreYOLO training runs on rented GPU machines.",
+    )
+    parser.add_argument("--version", action="version", version=f"runspec {__version__}")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="debug logging, tracebacks included"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, module_name, help_text in COMMANDS:
+        module = importlib.import_module(f"runspec.commands.{module_name}")
+        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(cmd)
+        cmd.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        code: int = args._run(args)
+    except RunspecError as exc:
+        log.debug("command failed", exc_info=True)
+        print(f"runspec: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_USAGE
+    return code
+
+
+def entrypoint() -> None:
+    sys.exit(main())

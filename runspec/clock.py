@@ -1,0 +1,80 @@
+"""The one clock seam: wall time for deadlines people read, monotonic time for waits.
+
+Code that waits or plans takes a Clock, so tests drive time instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+
+class Clock:
+    """The real clock."""
+
+    def time(self) -> float:
+        return time.time()
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.time(), tz=timezone.utc)
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            time.sleep(seconds)
+
+
+SYSTEM = Clock()
+
+
+class ManualClock(Clock):
+    """A clock that only moves when told to; sleeping advances it at once."""
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self._wall = start
+        self._mono = 1000.0
+        self._lock = threading.Lock()
+
+    def time(self) -> float:
+        with self._lock:
+            return self._wall
+
+    def monotonic(self) -> float:
+        with self._lock:
+            return self._mono
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._wall += seconds
+            self._mono += seconds
+
+    def sleep(self, seconds: float) -> None:
+        self.advance(max(seconds, 0.0))
+
+
+def utc_iso(ts: float) -> str:
+    """A UTC time as ISO 8601 with seconds, the form runspec persists."""
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+def parse_utc_iso(text: str) -> float:
+    dt = datetime.fromisoformat(text)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def human_duration(seconds: float) -> str:
+    """`3h41m`, `12m05s`, `42s`: how runspec prints a span to people."""
+    seconds = max(0, round(seconds))
+    td = timedelta(seconds=seconds)
+    hours, rem = divmod(int(td.total_seconds()), 3600)
+    minutes, secs = divmod(rem, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"

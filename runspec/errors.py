@@ -1,0 +1,58 @@
+"""The one family of errors a user can cause, and the exit codes that come from them.
+
+Everything raised on purpose derives from RunspecError; the CLI and the daemon loop catch it
+once, print its one line and map it to an exit status. Anything else is a bug and keeps its
+traceback (in the debug log).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # a run failed, a check failed, or a spec is invalid (validate)
+EXIT_USAGE = 2  # the command was used wrongly, or a file could not be read
+EXIT_UNVERIFIED = 3  # the run ended but its final push could not be verified
+
+
+class RunspecError(Exception):
+    """An error a user can cause and fix; its message is one clear line."""
+
+    exit_code = EXIT_FAILED
+
+
+class UsageError(RunspecError):
+    exit_code = EXIT_USAGE
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One validation problem, located in the file it came from."""
+
+    file: str
+    line: int
+    column: int
+    pointer: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}: {self.pointer}: {self.message}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+            "pointer": self.pointer,
+            "message": self.message,
+        }
+
+
+class SpecInvalid(RunspecError):
+    """A spec failed validation; carries every problem found in it."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))

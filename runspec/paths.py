@@ -1,0 +1,63 @@
+"""Where a run's files live. DESIGN.md gives the defaults; the spec and config override them.
+
+    <state>/inbox/               specs waiting (the daemon's watched folder)
+    <state>/runs/<name>/         LibreYOLO's run folder (unless output.project says otherwise)
+    <state>/data/                staged datasets (unless dataset.extract_to says otherwise)
+    <state>/cache/weights/       the trainer's working directory: pretrained downloads persist
+    <state>/jobs/<name>/         runspec's own files for the run:
+        record.json              the RunRecord
+        spec.yaml                the spec as received; provenance.json beside it
+        control/                 requests to the trainer: `stop`, `deadline`
+        trainer.json             the trainer's identity (unit or pid, start time, boot id)
+        staged/                  verified-complete copies of checkpoints, ready to push
+        runspec.log              the lifecycle's log for this run
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from runspec.model import Spec
+
+
+def default_state_dir() -> Path:
+    if os.geteuid() == 0:
+        return Path("/var/lib/runspec")
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "runspec"
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    state: Path
+    name: str
+    project: Path
+    data_root: Path
+
+    @classmethod
+    def for_spec(cls, spec: Spec, state: Path) -> RunPaths:
+        project = spec.output.project or state / "runs"
+        data_root = spec.dataset.extract_to or state / "data"
+        return cls(state=state, name=spec.name, project=project, data_root=data_root)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.project / self.name
+
+    @property
+    def job_dir(self) -> Path:
+        return self.state / "jobs" / self.name
+
+    @property
+    def control_dir(self) -> Path:
+        return self.job_dir / "control"
+
+    @property
+    def staged_dir(self) -> Path:
+        return self.job_dir / "staged"
+
+    @property
+    def weights_cache(self) -> Path:
+        return self.state / "cache" / "weights"

@@ -1,0 +1,26 @@
+"""Shared fixtures. Each area keeps its own fixtures in `tests/fixtures_<area>.py`; they are
+loaded here as plugins, so test modules never import one another."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = sorted(
+    f"tests.{p.stem}" for p in Path(__file__).parent.glob("fixtures_*.py")
+)
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _no_real_hub(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Nothing in the tests may reach the real Hub or read the developer's stored login."""
+    hf_home = tmp_path_factory.getbasetemp() / "hf_home"
+    monkeypatch.setenv("HF_HOME", str(hf_home))
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", os.environ.get("HF_HUB_OFFLINE", "0"))
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # a closed port unless a test serves one
+    monkeypatch.delenv("HF_TOKEN", raising=False)
