@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,8 @@ class RecordStore:
     def __init__(self, state_dir: Path, clock: Clock = SYSTEM) -> None:
         self.state_dir = state_dir
         self.clock = clock
+        # The lifecycle and the pusher's worker both save the same record.
+        self._lock = threading.RLock()
 
     def path(self, name: str) -> Path:
         return self.state_dir / "jobs" / name / "record.json"
@@ -154,7 +157,8 @@ class RecordStore:
         return RunRecord.from_json(data)
 
     def save(self, record: RunRecord) -> None:
-        write_json_atomic(self.path(record.name), record.to_json())
+        with self._lock:
+            write_json_atomic(self.path(record.name), record.to_json())
 
     def all(self) -> list[RunRecord]:
         jobs = self.state_dir / "jobs"
