@@ -29,6 +29,13 @@ def default_state_dir() -> Path:
     return Path(base) / "runspec"
 
 
+def resolve_under(state: Path, path: Path | None) -> Path | None:
+    if path is None:
+        return None
+    path = path.expanduser()
+    return path if path.is_absolute() else state / path
+
+
 @dataclass(frozen=True)
 class RunPaths:
     state: Path
@@ -38,9 +45,14 @@ class RunPaths:
 
     @classmethod
     def for_spec(cls, spec: Spec, state: Path) -> RunPaths:
-        project = spec.output.project or state / "runs"
-        data_root = spec.dataset.extract_to or state / "data"
+        state = state.absolute()
+        project = resolve_under(state, spec.output.project) or state / "runs"
+        data_root = resolve_under(state, spec.dataset.extract_to) or state / "data"
         return cls(state=state, name=spec.name, project=project, data_root=data_root)
+
+    def resolve(self, path: Path) -> Path:
+        """A path from the spec: relative paths are relative to the state folder."""
+        return path if path.is_absolute() else self.state / path
 
     @property
     def run_dir(self) -> Path:

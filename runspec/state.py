@@ -84,6 +84,7 @@ class RunRecord:
     deadline: str | None = None  # started_at + wall_clock (UTC); survives restarts
     ended_at: str | None = None
     run_dir: str | None = None
+    data_yaml: str | None = None  # the staged dataset, so a re-attached run can resume
     epoch: int = 0
     total_epochs: int = 0
     restarts_used: int = 0
