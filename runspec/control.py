@@ -1,0 +1,249 @@
+"""The control folder: how the supervisor and the trainer talk, through files only.
+
+Files, not signals or pipes, because under multi-GPU the code that can stop training is a
+callback in LibreYOLO's rank-0 worker, two processes away from whoever got the signal, and
+because the trainer must keep obeying after its supervisor died or restarted.
+
+    <control_dir>/stop        a stop request; its text is the reason
+    <control_dir>/deadline    the wall time (UTC) training must have stopped by
+    <control_dir>/epoch.json  the epoch marker, written by the trainer at each epoch end
+    <control_dir>/result.json how the trainer ended, written just before it exits
+
+Stdlib only: the daemon and the pusher import this without torch.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+STOP_FILE = "stop"
+DEADLINE_FILE = "deadline"
+EPOCH_MARKER_FILE = "epoch.json"
+RESULT_FILE = "result.json"
+
+# The trainer's exit codes; result.json says the same in words.
+EXIT_COMPLETED = 0
+EXIT_FAILED = 1
+EXIT_BAD_JOB = 2
+EXIT_STOPPED = 3
+EXIT_SECOND_SIGNAL = 143  # 128 + SIGTERM: a second signal ends the trainer at once
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Readers (another process, maybe another rank) see the old file or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        # A file we cannot parse is treated as absent: every writer here is atomic, so this
+        # only happens when something else scribbled in the folder.
+        return None
+
+
+# --- stop request ---------------------------------------------------------------------------
+
+
+def request_stop(control_dir: Path, reason: str) -> None:
+    """Ask the trainer to stop at the next epoch boundary. The first reason given wins."""
+    if (control_dir / STOP_FILE).exists():
+        return
+    _write_atomic(control_dir / STOP_FILE, reason.strip() or "stop requested")
+
+
+def stop_requested(control_dir: Path) -> str | None:
+    """The reason of a pending stop request, or None."""
+    try:
+        text = (control_dir / STOP_FILE).read_text().strip()
+    except FileNotFoundError:
+        return None
+    return text or "stop requested"
+
+
+def clear_stop(control_dir: Path) -> None:
+    (control_dir / STOP_FILE).unlink(missing_ok=True)
+
+
+# --- deadline -------------------------------------------------------------------------------
+
+
+def write_deadline(control_dir: Path, ts: float) -> None:
+    """The wall time (epoch seconds) by which the trainer must have stopped."""
+    iso = datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")
+    _write_atomic(control_dir / DEADLINE_FILE, json.dumps({"deadline": ts, "utc": iso}) + "\n")
+
+
+def read_deadline(control_dir: Path) -> float | None:
+    data = _read_json(control_dir / DEADLINE_FILE)
+    if not isinstance(data, dict) or not isinstance(data.get("deadline"), int | float):
+        return None
+    return float(data["deadline"])
+
+
+def clear_deadline(control_dir: Path) -> None:
+    (control_dir / DEADLINE_FILE).unlink(missing_ok=True)
+
+
+# --- epoch marker ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileStat:
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, path: Path) -> FileStat:
+        st = path.stat()
+        return cls(size=st.st_size, mtime_ns=st.st_mtime_ns)
+
+
+@dataclass(frozen=True)
+class EpochMarker:
+    """What the trainer saw at the end of an epoch, after LibreYOLO saved its checkpoints.
+
+    `files` maps run-relative paths (`weights/last.pt`) to their size and mtime then: a file
+    that still has both is the complete checkpoint of that epoch, not a half-written one.
+    """
+
+    epoch: int
+    total_epochs: int
+    epoch_seconds: float
+    validated: bool
+    time: float
+    files: dict[str, FileStat] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "total_epochs": self.total_epochs,
+            "epoch_seconds": self.epoch_seconds,
+            "validated": self.validated,
+            "time": self.time,
+            "files": {
+                rel: {"size": st.size, "mtime_ns": st.mtime_ns}
+                for rel, st in sorted(self.files.items())
+            },
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EpochMarker:
+        files = {
+            str(rel): FileStat(size=int(st["size"]), mtime_ns=int(st["mtime_ns"]))
+            for rel, st in dict(data.get("files") or {}).items()
+        }
+        return cls(
+            epoch=int(data["epoch"]),
+            total_epochs=int(data["total_epochs"]),
+            epoch_seconds=float(data["epoch_seconds"]),
+            validated=bool(data["validated"]),
+            time=float(data["time"]),
+            files=files,
+        )
+
+
+def write_epoch_marker(control_dir: Path, marker: EpochMarker) -> None:
+    _write_atomic(control_dir / EPOCH_MARKER_FILE, json.dumps(marker.to_json()) + "\n")
+
+
+def read_epoch_marker(control_dir: Path) -> EpochMarker | None:
+    data = _read_json(control_dir / EPOCH_MARKER_FILE)
+    if not isinstance(data, dict):
+        return None
+    try:
+        return EpochMarker.from_json(data)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+# --- result ---------------------------------------------------------------------------------
+
+
+class TrainerOutcome(str, enum.Enum):
+    COMPLETED = "completed"  # LibreYOLO trained every epoch (or stopped early on patience)
+    STOPPED = "stopped"  # stopped at an epoch boundary on request or at the deadline
+    FAILED = "failed"  # LibreYOLO raised; retrying would fail the same way
+    KILLED = "killed"  # gone without a word: a signal, the OOM killer, a reboot
+
+
+@dataclass(frozen=True)
+class TrainerResult:
+    outcome: TrainerOutcome
+    reason: str = ""  # why it stopped (stopped), or the one-line error (failed)
+    error_type: str = ""  # LibreYOLO's exception type (failed)
+    error_message: str = ""
+    epochs_completed: int = 0
+    save_dir: str = ""
+    exit_code: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome.value,
+            "reason": self.reason,
+            "error_type": self.error_type,
+            "error_message": self.error_message,
+            "epochs_completed": self.epochs_completed,
+            "save_dir": self.save_dir,
+            "exit_code": self.exit_code,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TrainerResult:
+        code = data.get("exit_code")
+        return cls(
+            outcome=TrainerOutcome(data["outcome"]),
+            reason=str(data.get("reason", "")),
+            error_type=str(data.get("error_type", "")),
+            error_message=str(data.get("error_message", "")),
+            epochs_completed=int(data.get("epochs_completed", 0)),
+            save_dir=str(data.get("save_dir", "")),
+            exit_code=None if code is None else int(code),
+        )
+
+
+def write_result(control_dir: Path, result: TrainerResult) -> None:
+    _write_atomic(control_dir / RESULT_FILE, json.dumps(result.to_json()) + "\n")
+
+
+def read_result(control_dir: Path) -> TrainerResult | None:
+    """The result the trainer wrote as it exited; None while it runs or if it was killed."""
+    data = _read_json(control_dir / RESULT_FILE)
+    if not isinstance(data, dict):
+        return None
+    try:
+        return TrainerResult.from_json(data)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def clear_for_launch(control_dir: Path) -> None:
+    """Forget the previous trainer's stop request and result before a (re)launch.
+
+    The deadline stays (it belongs to the run, not to one trainer) and so does the epoch
+    marker: its stats no longer match once the new trainer rewrites a file, so it can never
+    vouch for a file the new trainer is writing.
+    """
+    control_dir.mkdir(parents=True, exist_ok=True)
+    clear_stop(control_dir)
+    (control_dir / RESULT_FILE).unlink(missing_ok=True)

@@ -1,0 +1,127 @@
+"""Checkpoint completeness: the epoch marker plus the zip check, on real torch checkpoints."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from runspec import control
+from runspec.checkpoints import (
+    complete_checkpoints,
+    is_intact,
+    newest_intact_checkpoint,
+    stage_copy,
+)
+from runspec.control import EpochMarker, FileStat
+
+
+def _save_checkpoint(path: Path, epoch: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"epoch": epoch, "weights": torch.arange(50_000, dtype=torch.float32)}, path)
+
+
+def _mark(run_dir: Path, control_dir: Path, epoch: int, names: list[str]) -> None:
+    files = {f"weights/{n}": FileStat.of(run_dir / "weights" / n) for n in names}
+    control.write_epoch_marker(
+        control_dir,
+        EpochMarker(epoch, 10, 1.0, True, time.time(), files),
+    )
+
+
+def _truncate(path: Path) -> None:
+    size = path.stat().st_size
+    with path.open("r+b") as fh:
+        fh.truncate(size // 2)
+
+
+def test_is_intact_accepts_a_torch_checkpoint_and_refuses_a_cut_one(tmp_path: Path) -> None:
+    ckpt = tmp_path / "last.pt"
+    _save_checkpoint(ckpt, 1)
+    assert is_intact(ckpt)
+    _truncate(ckpt)
+    assert not is_intact(ckpt)
+    assert not is_intact(tmp_path / "missing.pt")
+    (tmp_path / "text.pt").write_text("not a checkpoint")
+    assert not is_intact(tmp_path / "text.pt")
+
+
+def test_is_intact_refuses_a_flipped_byte(tmp_path: Path) -> None:
+    ckpt = tmp_path / "last.pt"
+    _save_checkpoint(ckpt, 1)
+    data = bytearray(ckpt.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside the tensor payload: only the CRC notices
+    ckpt.write_bytes(bytes(data))
+    assert not is_intact(ckpt)
+
+
+def test_complete_checkpoints_follow_the_marker(tmp_path: Path) -> None:
+    run, ctl = tmp_path / "run", tmp_path / "control"
+    assert complete_checkpoints(run, ctl) == []  # no marker yet: nothing is complete
+    _save_checkpoint(run / "weights" / "last.pt", 2)
+    _save_checkpoint(run / "weights" / "epoch_2.pt", 2)
+    _mark(run, ctl, 2, ["last.pt", "epoch_2.pt"])
+    found = {c.relpath: c.epoch for c in complete_checkpoints(run, ctl)}
+    assert found == {"weights/last.pt": 2, "weights/epoch_2.pt": 2}
+
+    # The trainer starts rewriting last.pt for epoch 3: no longer vouched for.
+    time.sleep(0.01)
+    _save_checkpoint(run / "weights" / "last.pt", 3)
+    found = {c.relpath for c in complete_checkpoints(run, ctl)}
+    assert found == {"weights/epoch_2.pt"}
+
+
+def test_a_cut_file_with_the_recorded_stats_is_not_complete(tmp_path: Path) -> None:
+    run, ctl = tmp_path / "run", tmp_path / "control"
+    _save_checkpoint(run / "weights" / "last.pt", 1)
+    _truncate(run / "weights" / "last.pt")
+    _mark(run, ctl, 1, ["last.pt"])  # even a marker that matches cannot vouch for a broken file
+    assert complete_checkpoints(run, ctl) == []
+
+
+def test_stage_copy_copies_complete_files_and_refuses_changed_ones(tmp_path: Path) -> None:
+    run, ctl, staged = tmp_path / "run", tmp_path / "control", tmp_path / "staged"
+    _save_checkpoint(run / "weights" / "last.pt", 1)
+    _mark(run, ctl, 1, ["last.pt"])
+    [item] = complete_checkpoints(run, ctl)
+    copy = stage_copy(run, item, staged)
+    assert copy == staged / "weights" / "last.pt"
+    assert copy.read_bytes() == (run / "weights" / "last.pt").read_bytes()
+
+    time.sleep(0.01)
+    _save_checkpoint(run / "weights" / "last.pt", 2)  # changed after the listing
+    assert stage_copy(run, item, tmp_path / "staged2") is None
+    leftovers = list((tmp_path / "staged2").rglob("*"))
+    assert all(p.is_dir() for p in leftovers)
+
+
+def test_newest_intact_checkpoint_skips_broken_files(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    assert newest_intact_checkpoint(run) is None
+    for n in (2, 4, 10):
+        _save_checkpoint(run / "weights" / f"epoch_{n}.pt", n)
+    _save_checkpoint(run / "weights" / "last.pt", 11)
+    assert newest_intact_checkpoint(run) == run / "weights" / "last.pt"
+    _truncate(run / "weights" / "last.pt")
+    assert newest_intact_checkpoint(run) == run / "weights" / "epoch_10.pt"  # 10 > 4 > 2
+    _truncate(run / "weights" / "epoch_10.pt")
+    assert newest_intact_checkpoint(run) == run / "weights" / "epoch_4.pt"
+    os.remove(run / "weights" / "epoch_4.pt")
+    assert newest_intact_checkpoint(run) == run / "weights" / "epoch_2.pt"
+
+
+def test_control_files_round_trip(tmp_path: Path) -> None:
+    ctl = tmp_path / "control"
+    assert control.stop_requested(ctl) is None
+    control.request_stop(ctl, "cancelled by user")
+    control.request_stop(ctl, "budget")  # the first reason wins
+    assert control.stop_requested(ctl) == "cancelled by user"
+    assert control.read_deadline(ctl) is None
+    control.write_deadline(ctl, 1_800_000_000.5)
+    assert control.read_deadline(ctl) == 1_800_000_000.5
+    assert "2027-01-15T08:00:00+00:00" in (ctl / "deadline").read_text()
+    control.clear_for_launch(ctl)
+    assert control.stop_requested(ctl) is None
+    assert control.read_deadline(ctl) == 1_800_000_000.5  # the deadline belongs to the run
