@@ -17,8 +17,12 @@ $(BIN)/.installed: pyproject.toml
 
 venv: $(BIN)/.installed
 
+# The quickstart spec through the daemon, on CPU, with a throwaway state folder in the checkout.
+DEMO_STATE := .demo/state
 demo: $(BIN)/.installed
-	$(BIN)/python -m runspec.demo
+	rm -rf .demo
+	$(BIN)/runspec submit specs/quickstart.yaml --state $(DEMO_STATE)
+	$(BIN)/runspec daemon --once --state $(DEMO_STATE) --config .demo/none.yaml
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check runspec tests bench

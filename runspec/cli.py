@@ -22,6 +22,7 @@ log = logging.getLogger("runspec")
 COMMANDS: list[tuple[str, str, str]] = [
     ("validate", "validate", "check specs (files or folders, recursively)"),
     ("schema", "schema", "print the run spec's JSON Schema (for editors)"),
+    ("run", "run", "the whole lifecycle in the foreground, no daemon"),
 ]
 
 

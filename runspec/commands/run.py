@@ -1,0 +1,65 @@
+"""`runspec run SPEC`: the whole lifecycle in the foreground, no daemon."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+
+from runspec.commands import add_format, add_state, print_json, state_dir
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("spec", type=Path, help="the run spec (YAML)")
+    add_state(parser)
+    add_format(parser)
+    parser.add_argument(
+        "--finish-dry-run",
+        action="store_true",
+        help="print the finish action instead of doing it",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from runspec.accept import accept
+    from runspec.lifecycle import Lifecycle, LifecycleOptions, exit_code
+    from runspec.loader import load_spec
+    from runspec.paths import RunPaths
+    from runspec.provenance import provenance_of
+    from runspec.report import summary_lines
+    from runspec.state import RecordStore
+
+    spec = load_spec(args.spec)
+    state = state_dir(args)
+    accept(spec, state, provenance_of(args.spec))
+    as_json = args.format == "json"
+    # With --json, stdout holds only the final JSON; progress goes to stderr.
+    out = sys.stderr if as_json else sys.stdout
+
+    def progress(line: str) -> None:
+        print(line, file=out, flush=True)
+
+    lifecycle = Lifecycle(
+        spec,
+        RunPaths.for_spec(spec, state),
+        RecordStore(state),
+        LifecycleOptions(finish_dry_run=args.finish_dry_run, progress=progress),
+    )
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        lifecycle.interrupt()  # sets a flag; a second signal sets the abort flag
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        record = lifecycle.run()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if as_json:
+        print_json(record.to_json())
+    else:
+        for line in summary_lines(spec, record):
+            progress(line)
+    return exit_code(spec, record)

@@ -1,0 +1,270 @@
+"""One run, from the queue to the end of billing: the code `runspec run` and the daemon share.
+
+    queued -> preflight -> staging -> training -> stopping -> pushing -> finishing -> finished
+
+Every phase reads and writes the persisted run record, so `run()` can be entered again after a
+restart at whatever status the record holds: a live trainer is re-attached, a dead one resumed
+or ended, a pending final push or finish carried out. Nothing here imports torch: the heavy
+work happens in child programs (preflight, synthetic data, trainer).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
+from runspec.errors import EXIT_FAILED, EXIT_OK, EXIT_UNVERIFIED, RunspecError
+from runspec.model import FinishAction, Spec
+from runspec.paths import RunPaths
+from runspec.state import RecordStore, RunRecord, RunStatus, Termination
+
+log = logging.getLogger("runspec.lifecycle")
+
+SUCCESSFUL = frozenset({Termination.COMPLETED, Termination.BUDGET})
+NO_FINISH = frozenset({Termination.CANCELLED, Termination.INTERRUPTED})
+
+
+@dataclass(frozen=True)
+class LifecycleOptions:
+    finish: bool = True
+    finish_dry_run: bool = False
+    progress: Callable[[str], None] = print
+    # The daemon defers a machine-ending finish while other specs wait (spec-v1.md).
+    defer_finish: Callable[[], bool] = field(default=lambda: False)
+    tick: float = 0.5  # how often the trainer's folder is read
+    preflight_timeout: float = 900.0
+    stop_grace: float = 3600.0  # the longest wait for an epoch boundary after a stop request
+    hang_floor: float = 600.0  # no new epoch for max(5 x longest epoch, this): hung
+    first_epoch_hang: float = 3600.0
+    push_min_interval: float = 60.0  # the Hub limits commit rates
+    skip_preflight: bool = False
+
+
+class Lifecycle:
+    def __init__(
+        self,
+        spec: Spec,
+        paths: RunPaths,
+        store: RecordStore,
+        options: LifecycleOptions | None = None,
+        clock: Clock = SYSTEM,
+    ) -> None:
+        record = store.load(spec.name)
+        if record is None:
+            raise RunspecError(f"run {spec.name!r} was never accepted (no record)")
+        self.spec = spec
+        self.paths = paths
+        self.store = store
+        self.options = options or LifecycleOptions()
+        self.clock = clock
+        self.record = record
+        self.cancel_requested = threading.Event()
+        self.interrupt_requested = threading.Event()
+        self.abort_requested = threading.Event()
+        self.detach_requested = threading.Event()
+        self.shutdown_push_requested = threading.Event()
+        self._pusher: object | None = None
+
+    # Requests from other threads (signal flags, the daemon's loop); each only sets a flag.
+    def cancel(self) -> None:
+        self.cancel_requested.set()
+
+    def interrupt(self) -> None:
+        """SIGINT/SIGTERM to `runspec run`: push now, stop at the boundary, no finish."""
+        if self.interrupt_requested.is_set():
+            self.abort_requested.set()
+        self.interrupt_requested.set()
+
+    def detach(self) -> None:
+        self.detach_requested.set()
+
+    def shutdown_push(self) -> None:
+        self.shutdown_push_requested.set()
+
+    def say(self, line: str) -> None:
+        log.info("%s: %s", self.spec.name, line)
+        self.options.progress(line)
+
+    # The phases.
+    def run(self) -> RunRecord:
+        steps: dict[RunStatus, Callable[[], None]] = {
+            RunStatus.QUEUED: self._start,
+            RunStatus.PREFLIGHT: self._preflight,
+            RunStatus.STAGING: self._stage,
+            RunStatus.TRAINING: self._train,
+            RunStatus.STOPPING: self._train,
+            RunStatus.PUSHING: self._final_push,
+            RunStatus.FINISHING: self._finish,
+        }
+        try:
+            while self.record.status is not RunStatus.FINISHED:
+                if self.detach_requested.is_set():
+                    self.say("detached; the trainer keeps running")
+                    break
+                steps[self.record.status]()
+        finally:
+            self._stop_pusher()
+        return self.record
+
+    def _move(
+        self, status: RunStatus, reason: str, termination: Termination | None = None
+    ) -> None:
+        self.store.transition(self.record, status, reason, termination)
+
+    def _fail(self, termination: Termination, message: str) -> None:
+        self.say(f"failed: {message}")
+        self._move(RunStatus.PUSHING, message, termination)
+
+    def _start(self) -> None:
+        now = self.clock.time()
+        self.record.started_at = utc_iso(now)
+        self.record.deadline = utc_iso(now + self.spec.budget.wall_clock)
+        self.record.total_epochs = self.spec.train.epochs
+        from runspec import failsafe
+
+        failsafe.arm(self.spec, self.paths, self.record, clock=self.clock)
+        self._move(RunStatus.PREFLIGHT, f"started; deadline {self.record.deadline}")
+
+    def deadline(self) -> float:
+        assert self.record.deadline is not None
+        return parse_utc_iso(self.record.deadline)
+
+    def _preflight(self) -> None:
+        if self.options.skip_preflight:
+            self._move(RunStatus.STAGING, "preflight skipped")
+            return
+        from runspec.preflight import run_preflight
+
+        self.say("preflight: checking this machine")
+        report = run_preflight(
+            self.spec, self.paths, "machine", timeout=self.options.preflight_timeout
+        )
+        self.options.progress(report.render_text())
+        if report.failed:
+            self._fail(Termination.FAILED_PREFLIGHT, _first_failure(report))
+            return
+        self._move(RunStatus.STAGING, "preflight passed")
+
+    def _stage(self) -> None:
+        from runspec.staging import stage_dataset
+
+        try:
+            data_yaml = stage_dataset(self.spec, self.paths, progress=self.say)
+        except RunspecError as exc:
+            self._fail(Termination.FAILED_STAGING, str(exc))
+            return
+        self.record.data_yaml = str(data_yaml)
+        self.store.save(self.record)
+        if self.spec.preflight.doctor and not self.options.skip_preflight:
+            from runspec.preflight import run_preflight
+
+            report = run_preflight(
+                self.spec, self.paths, "dataset", timeout=self.options.preflight_timeout
+            )
+            self.options.progress(report.render_text())
+            if report.failed:
+                self._fail(Termination.FAILED_PREFLIGHT, _first_failure(report))
+                return
+        self._move(RunStatus.TRAINING, f"dataset staged at {data_yaml}")
+
+    def pusher(self) -> object | None:
+        """The run's pusher, started on first use; None when the spec pushes nowhere."""
+        if self.spec.push is None:
+            return None
+        if self._pusher is None:
+            from runspec.push import Pusher
+
+            pusher = Pusher(
+                self.spec,
+                self.paths,
+                self.store,
+                self.record,
+                clock=self.clock,
+                progress=self.say,
+                min_interval=self.options.push_min_interval,
+            )
+            pusher.start()
+            self._pusher = pusher
+        return self._pusher
+
+    def _stop_pusher(self) -> None:
+        if self._pusher is not None:
+            self._pusher.stop()  # type: ignore[attr-defined]
+            self._pusher = None
+
+    def _train(self) -> None:
+        from runspec.supervise import Supervisor
+
+        Supervisor(self).run()
+
+    def _final_push(self) -> None:
+        pusher = self.pusher()
+        if pusher is not None:
+            remaining = self.deadline() + self.spec.budget.overrun - self.clock.time()
+            timeout = max(remaining, 60.0)
+            self.say(f"final push (waiting at most {timeout:.0f} s for it to be verified)")
+            pushed = pusher.push_now(final=True, timeout=timeout)  # type: ignore[attr-defined]
+            if pushed is None:
+                self.say("final push NOT verified: the weights may exist only on this machine")
+        term = self.record.termination or Termination.COMPLETED
+        if term in NO_FINISH or not self.options.finish:
+            self._move(RunStatus.FINISHED, f"{term.value}; finish action not applied")
+        elif self.options.defer_finish() and _ends_machine(self.spec):
+            self.record.finish = {"deferred": True}
+            self._move(RunStatus.FINISHED, f"{term.value}; finish deferred to the last queued run")
+        else:
+            self._move(RunStatus.FINISHING, f"{term.value}; applying the finish action")
+
+    def _finish(self) -> None:
+        from runspec.finish import apply_finish
+
+        result = apply_finish(
+            self.spec,
+            self.record,
+            verified=final_push_verified(self.spec, self.record),
+            dry_run=self.options.finish_dry_run,
+            clock=self.clock,
+            log=self.say,
+        )
+        self.record.finish = result.to_json()
+        self._move(RunStatus.FINISHED, f"finish: {result.summary}")
+
+    def finish_deferred(self) -> None:
+        """The daemon applies a deferred machine-ending finish once the queue is empty."""
+        self._move(RunStatus.FINISHING, "applying the deferred finish action")
+        self._finish()
+
+
+def final_push_verified(spec: Spec, record: RunRecord) -> bool:
+    if spec.push is None:
+        return True  # nothing was to leave the machine; no finish ends it with weights aboard
+    return record.last_push is not None and record.last_push.final
+
+
+def _ends_machine(spec: Spec) -> bool:
+    return spec.finish.action in (
+        FinishAction.DESTROY,
+        FinishAction.STOP,
+        FinishAction.AUTO,
+        FinishAction.POWEROFF,
+    )
+
+
+def _first_failure(report: object) -> str:
+    for check in report.checks:  # type: ignore[attr-defined]
+        if check.status == "fail":
+            fix = f" ({check.fix})" if check.fix else ""
+            return f"{check.name}: {check.message}{fix}"
+    return "a check failed"
+
+
+def exit_code(spec: Spec, record: RunRecord) -> int:
+    """`runspec run`'s exit status (DESIGN.md)."""
+    if record.termination not in SUCCESSFUL:
+        return EXIT_FAILED
+    if not final_push_verified(spec, record):
+        return EXIT_UNVERIFIED
+    return EXIT_OK

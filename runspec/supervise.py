@@ -1,0 +1,245 @@
+"""The training phase: launch or re-attach, watch, plan, stop, resume.
+
+The trainer is a detached child; this side only reads its folders (the epoch marker, status.json,
+metrics.jsonl) and its identity, and talks back through the control folder. Pushes and the
+budget hang off the epoch boundaries the marker reports.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from runspec import control
+from runspec.budget import Planner, validates
+from runspec.checkpoints import newest_intact_checkpoint
+from runspec.clock import human_duration
+from runspec.launcher import TrainerHandle, TrainJob, start
+from runspec.observer import observe
+from runspec.state import RunStatus, Termination
+
+if TYPE_CHECKING:
+    from runspec.lifecycle import Lifecycle
+
+log = logging.getLogger("runspec.supervise")
+
+# How a trainer that stopped on request ended, by the reason written into the control folder.
+REASONS = {
+    "budget": Termination.BUDGET,
+    "deadline": Termination.BUDGET,
+    "cancel": Termination.CANCELLED,
+    "interrupt": Termination.INTERRUPTED,
+}
+
+
+class Supervisor:
+    def __init__(self, lc: Lifecycle) -> None:
+        self.lc = lc
+        self.spec = lc.spec
+        self.paths = lc.paths
+        self.record = lc.record
+        self.clock = lc.clock
+        self.planner = Planner(
+            deadline=lc.deadline(), fixed_reserve=self.spec.budget.reserve, clock=self.clock
+        )
+        self.last_epoch = 0
+        self.last_marker_time = 0.0
+        self.last_progress = self.clock.monotonic()
+        self.longest_epoch = 0.0
+        # Set once a stop was asked for, so a trainer that then exits is read correctly;
+        # kept in the record (STOPPING + termination) across restarts of this process.
+        self.stopping: Termination | None = (
+            self.record.termination if self.record.status is RunStatus.STOPPING else None
+        )
+        self.interrupt_pushed = False
+
+    def run(self) -> None:
+        handle = TrainerHandle.load(self.paths)
+        if handle is None:
+            handle = self._launch(resume_from=None)
+        elif handle.alive():
+            self.lc.say(f"re-attached to the running trainer ({handle.describe()})")
+        self._seed_from_run_folder()
+        while handle is not None:
+            if self._watch(handle):
+                return  # detached: leave the trainer alone
+            handle = self._after_exit(handle)
+
+    def _launch(self, resume_from: Path | None) -> TrainerHandle:
+        assert self.record.data_yaml is not None
+        job = TrainJob.from_spec(
+            self.spec, self.paths, Path(self.record.data_yaml), resume_from=resume_from
+        )
+        control.write_deadline(self.paths.control_dir, self.planner.stop_at())
+        handle = start(job, self.paths)
+        self.record.run_dir = str(self.paths.run_dir)
+        self.lc.store.save(self.record)
+        what = f"resuming from {resume_from.name}" if resume_from else "training"
+        self.lc.say(f"{what}: {self.spec.train.model}, {self.spec.train.epochs} epochs")
+        self.last_progress = self.clock.monotonic()
+        return handle
+
+    def _seed_from_run_folder(self) -> None:
+        """After a restart, the planner learns the epochs it missed from metrics.jsonl."""
+        obs = observe(self.paths.run_dir, self.paths.control_dir, alive=True)
+        for row in obs.epochs:
+            seconds = float(row.get("time") or 0.0)
+            self.planner.record_epoch(int(row["epoch"]), seconds, bool(row.get("validated")))
+            self.longest_epoch = max(self.longest_epoch, seconds)
+        marker = control.read_epoch_marker(self.paths.control_dir)
+        if marker is not None:
+            self.last_epoch, self.last_marker_time = marker.epoch, marker.time
+
+    def _watch(self, handle: TrainerHandle) -> bool:
+        """Watch until the trainer exits (False) or we are told to detach (True)."""
+        lc = self.lc
+        while handle.alive():
+            if lc.detach_requested.is_set():
+                return True
+            if lc.abort_requested.is_set():
+                lc.say("second signal: ending the trainer now")
+                self.stopping = self.stopping or Termination.INTERRUPTED
+                handle.kill_now()
+                break
+            if lc.shutdown_push_requested.is_set() or (
+                lc.interrupt_requested.is_set() and not self.interrupt_pushed
+            ):
+                lc.shutdown_push_requested.clear()
+                self.interrupt_pushed = True
+                self._push_newest_now()
+            if lc.interrupt_requested.is_set():
+                self._ask_stop(handle, Termination.INTERRUPTED, "interrupt")
+            if lc.cancel_requested.is_set():
+                self._ask_stop(handle, Termination.CANCELLED, "cancel")
+            marker = control.read_epoch_marker(self.paths.control_dir)
+            # A resumed trainer may repeat an epoch number: a new marker is a new write.
+            if marker is not None and marker.time != self.last_marker_time:
+                self._epoch_ended(handle, marker)
+            if self._past_point_of_no_return():
+                lc.say("budget: the epoch in progress would eat the final push's reserve; ending it")
+                self.stopping = Termination.BUDGET
+                handle.kill_now()
+                break
+            if self._hung():
+                lc.say("the trainer made no progress for too long; ending it to resume")
+                handle.kill_now()
+                break
+            self.clock.sleep(lc.options.tick)
+        return False
+
+    def _epoch_ended(self, handle: TrainerHandle, marker: control.EpochMarker) -> None:
+        self.last_epoch, self.last_marker_time = marker.epoch, marker.time
+        self.last_progress = self.clock.monotonic()
+        self.longest_epoch = max(self.longest_epoch, marker.epoch_seconds)
+        self.planner.record_epoch(marker.epoch, marker.epoch_seconds, marker.validated)
+        self.record.epoch = marker.epoch
+        self.record.total_epochs = marker.total_epochs
+        self.lc.store.save(self.record)
+        pusher = self.lc.pusher()
+        pending, rate = 0, None
+        if pusher is not None:
+            pusher.notify_checkpoint()  # type: ignore[attr-defined]
+            pending = pusher.pending_bytes()  # type: ignore[attr-defined]
+            rate = pusher.upload_rate()  # type: ignore[attr-defined]
+        obs = observe(self.paths.run_dir, self.paths.control_dir, alive=True)
+        left = self.lc.deadline() - self.clock.time()
+        parts = [f"epoch {marker.epoch}/{marker.total_epochs}"]
+        if obs.train_loss is not None:
+            parts.append(f"loss {obs.train_loss:.4g}")
+        if obs.best_metric is not None:
+            parts.append(f"best {obs.best_metric_name or 'metric'} {obs.best_metric:.4g}")
+        if obs.eta_seconds is not None:
+            parts.append(f"ETA {human_duration(obs.eta_seconds)}")
+        parts.append(f"budget left {human_duration(left)}")
+        self.lc.say("  ".join(parts))
+        if marker.epoch >= marker.total_epochs or self.stopping is not None:
+            return
+        next_validates = validates(marker.epoch + 1, marker.total_epochs, self._eval_interval())
+        if not self.planner.fits_another_epoch(next_validates, pending, rate):
+            self.lc.say(
+                f"budget: epoch {marker.epoch + 1} would not leave time for the final push; "
+                "stopping at this boundary"
+            )
+            self._ask_stop(handle, Termination.BUDGET, "budget")
+        control.write_deadline(self.paths.control_dir, self.planner.stop_at())
+
+    def _eval_interval(self) -> int:
+        value = self.spec.train.args.get("eval_interval", 10)
+        return int(value) if isinstance(value, int | float | str) else 10
+
+    def _ask_stop(self, handle: TrainerHandle, why: Termination, reason: str) -> None:
+        if self.stopping is not None:
+            return
+        self.stopping = why
+        handle.request_stop(reason)
+        self.lc.say(f"stop requested ({why.value}): the trainer stops at the next epoch boundary")
+        if self.record.status is RunStatus.TRAINING:
+            self.lc.store.transition(self.record, RunStatus.STOPPING, reason, why)
+
+    def _push_newest_now(self) -> None:
+        pusher = self.lc.pusher()
+        if pusher is None:
+            return
+        self.lc.say("pushing the newest complete checkpoint now")
+        pushed = pusher.push_now(final=False, timeout=60.0)  # type: ignore[attr-defined]
+        if pushed is None:
+            self.lc.say("the immediate push was not verified")
+
+    def _past_point_of_no_return(self) -> bool:
+        pusher = self.lc.pusher()
+        pending = pusher.pending_bytes() if pusher is not None else 0  # type: ignore[attr-defined]
+        rate = pusher.upload_rate() if pusher is not None else None  # type: ignore[attr-defined]
+        return self.clock.time() >= self.lc.deadline() - self.planner.reserve(pending, rate)
+
+    def _hung(self) -> bool:
+        opts = self.lc.options
+        if self.last_epoch == 0:
+            limit = opts.first_epoch_hang
+        else:
+            limit = max(5 * self.longest_epoch, opts.hang_floor)
+        return self.clock.monotonic() - self.last_progress > limit
+
+    def _after_exit(self, handle: TrainerHandle) -> TrainerHandle | None:
+        """Read how the trainer ended; resume it or move the run on. Returns a new handle to
+        watch when the trainer was resumed."""
+        result = handle.result()
+        marker = control.read_epoch_marker(self.paths.control_dir)
+        done = marker is not None and marker.epoch >= marker.total_epochs
+        if result is not None and result.outcome == "completed":
+            self._end(self.stopping or Termination.COMPLETED, "training completed")
+            return None
+        if result is not None and result.outcome == "stopped":
+            why = self.stopping or REASONS.get(result.reason or "", Termination.INTERRUPTED)
+            self._end(why, f"training stopped at epoch {self.last_epoch} ({why.value})")
+            return None
+        if result is not None and result.outcome == "failed":
+            # LibreYOLO raised: retrying would raise again.
+            message = result.reason or f"{result.error_type}: {result.error_message}"
+            self._end(Termination.FAILED_TRAINING, f"LibreYOLO failed: {message}")
+            return None
+        if self.stopping is not None:
+            self._end(self.stopping, f"trainer ended at epoch {self.last_epoch}")
+            return None
+        if done:
+            self._end(Termination.COMPLETED, "training completed (the trainer died after it)")
+            return None
+        if self.record.restarts_used >= self.spec.train.restarts:
+            self._end(
+                Termination.LOST,
+                f"the trainer died at epoch {self.last_epoch} and no restart is left "
+                f"(train.restarts: {self.spec.train.restarts})",
+            )
+            return None
+        self.record.restarts_used += 1
+        self.lc.store.save(self.record)
+        checkpoint = newest_intact_checkpoint(self.paths.run_dir)
+        self.lc.say(
+            f"the trainer died unexpectedly; restart {self.record.restarts_used}"
+            f"/{self.spec.train.restarts}"
+        )
+        return self._launch(resume_from=checkpoint)
+
+    def _end(self, termination: Termination, reason: str) -> None:
+        self.lc.say(reason)
+        self.lc.store.transition(self.record, RunStatus.PUSHING, reason, termination)
