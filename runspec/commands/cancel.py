@@ -1,0 +1,41 @@
+"""`runspec cancel NAME`: stop at the next epoch boundary, push, keep the machine."""
+
+# Imports inside functions are deliberate: the CLI and the daemon stay light (runspec.cli).
+# ruff: noqa: PLC0415
+
+from __future__ import annotations
+
+import argparse
+
+from runspec.commands import add_state, state_dir
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", help="the run's name")
+    add_state(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from runspec.clock import SYSTEM
+    from runspec.daemon.lock import StateLock
+    from runspec.daemon.queue import request_cancel
+    from runspec.errors import UsageError
+    from runspec.state import RecordStore, RunStatus
+
+    state = state_dir(args)
+    record = RecordStore(state).load(args.name)
+    if record is None:
+        raise UsageError(f"no run named {args.name!r} in {state}")
+    if record.status is RunStatus.FINISHED:
+        raise UsageError(f"run {args.name!r} has already finished ({record.reason})")
+    request_cancel(state, args.name, SYSTEM)
+    daemon = StateLock.holder(state)
+    where = f"the daemon (pid {daemon})" if daemon else "the daemon when it next starts"
+    if record.status is RunStatus.QUEUED:
+        print(f"cancel requested: {where} removes {args.name} from the queue")
+    else:
+        print(
+            f"cancel requested: {where} stops {args.name} at the next epoch boundary "
+            "and pushes; the machine is kept"
+        )
+    return 0

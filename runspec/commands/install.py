@@ -1,0 +1,82 @@
+"""`runspec install`: the unit, the folders and a default config, in place (`--root` for tests)."""
+
+# Imports inside functions are deliberate: the CLI and the daemon stay light (runspec.cli).
+# ruff: noqa: PLC0415
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+UNIT_NAME = "runspecd.service"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--root", type=Path, default=Path("/"), help="install under this root")
+    parser.add_argument(
+        "--exec",
+        dest="executable",
+        type=Path,
+        default=None,
+        help="the runspec program the unit runs (default: the one running this command)",
+    )
+    parser.add_argument("--force", action="store_true", help="overwrite an existing config")
+
+
+def unit_source() -> Path:
+    return Path(__file__).resolve().parent.parent.parent / "systemd" / UNIT_NAME
+
+
+def unit_text(executable: Path) -> str:
+    text = unit_source().read_text()
+    return text.replace("/usr/local/bin/runspec daemon", f"{executable} daemon")
+
+
+def _under(root: Path, path: str) -> Path:
+    return root / path.lstrip("/")
+
+
+def run(args: argparse.Namespace) -> int:
+    from runspec.daemon.config import DEFAULT_CONFIG_TEXT
+    from runspec.errors import UsageError
+
+    root: Path = args.root.absolute()
+    executable = args.executable or Path(sys.argv[0]).absolute()
+    if not executable.is_absolute() or not os.access(executable, os.X_OK):
+        found = shutil.which("runspec")
+        if found is None:
+            raise UsageError("cannot find the runspec program; pass --exec /path/to/runspec")
+        executable = Path(found)
+    done: list[str] = []
+    etc = _under(root, "/etc/runspec")
+    etc.mkdir(parents=True, exist_ok=True)
+    os.chmod(etc, 0o755)
+    state = _under(root, "/var/lib/runspec")
+    for folder in (state, state / "inbox"):
+        folder.mkdir(parents=True, exist_ok=True)
+        os.chmod(folder, 0o700)  # the inbox can end the machine; the state holds run records
+        done.append(f"folder {folder} (0700)")
+    config = etc / "runspecd.yaml"
+    if args.force or not config.exists():
+        config.write_text(DEFAULT_CONFIG_TEXT)
+        os.chmod(config, 0o644)
+        done.append(f"config {config}")
+    env = etc / "env"
+    if not env.exists():
+        env.write_text("# HF_TOKEN=hf_...   (this file stays 0600: it holds secrets)\n")
+        os.chmod(env, 0o600)
+        done.append(f"environment file {env} (0600)")
+    unit_dir = _under(root, "/etc/systemd/system")
+    unit_dir.mkdir(parents=True, exist_ok=True)
+    unit = unit_dir / UNIT_NAME
+    unit.write_text(unit_text(executable))
+    os.chmod(unit, 0o644)
+    done.append(f"unit {unit}")
+    for line in done:
+        print(f"installed {line}")
+    if root == Path("/"):
+        print("next: systemctl daemon-reload && systemctl enable --now runspecd")
+    return 0

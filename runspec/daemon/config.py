@@ -1,0 +1,174 @@
+"""The daemon's configuration: `/etc/runspec/runspecd.yaml` by default; a missing file means
+defaults. Command-line options override the file; unknown keys are errors so typos are caught."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from runspec.errors import UsageError
+from runspec.model import FinishAction, FinishSpec
+from runspec.paths import default_state_dir
+from runspec.units import parse_duration
+
+DEFAULT_CONFIG = Path("/etc/runspec/runspecd.yaml")
+
+KNOWN_KEYS = (
+    "inbox",
+    "state",
+    "data",
+    "runs",
+    "hourly_cost",
+    "finish",
+    "finish_dry_run",
+    "idle_finish",
+    "rescan_every",
+    "incomplete_wait",
+    "shutdown_push_timeout",
+)
+
+
+class ConfigError(UsageError):
+    pass
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    state: Path
+    inbox: Path
+    data: Path
+    runs: Path
+    hourly_cost: float | None = None
+    # The finish the idle finish applies (a spec's own finish is used for its own run).
+    finish: FinishSpec = field(default_factory=FinishSpec)
+    finish_dry_run: bool = False
+    # Seconds with nothing running or queued, after a run has ended, before the idle finish.
+    idle_finish: float | None = None
+    rescan_every: float = 30.0
+    incomplete_wait: float = 60.0
+    shutdown_push_timeout: float = 240.0
+    source: Path | None = None  # the file it was read from, None for defaults
+
+    @property
+    def claimed(self) -> Path:
+        return self.state / "claimed"
+
+    @property
+    def scheduler_db(self) -> Path:
+        return self.state / "scheduler.sqlite"
+
+    def with_overrides(self, **values: Any) -> DaemonConfig:
+        return dataclasses.replace(self, **{k: v for k, v in values.items() if v is not None})
+
+
+def _finish(raw: Any, where: str) -> FinishSpec:
+    if raw is None:
+        return FinishSpec()
+    if isinstance(raw, str):
+        raw = {"action": raw}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: finish must be an action name or a mapping")
+    unknown = set(raw) - {"action", "provider", "command"}
+    if unknown:
+        raise ConfigError(f"{where}: finish: unknown key {sorted(unknown)[0]!r}")
+    try:
+        action = FinishAction(str(raw.get("action", "none")))
+    except ValueError as exc:
+        choices = ", ".join(a.value for a in FinishAction)
+        raise ConfigError(f"{where}: finish.action must be one of {choices}") from exc
+    command = raw.get("command") or ()
+    if not isinstance(command, list | tuple) or not all(isinstance(c, str) for c in command):
+        raise ConfigError(f"{where}: finish.command must be a list of strings (an argv)")
+    if action is FinishAction.COMMAND and not command:
+        raise ConfigError(f"{where}: finish.action command needs finish.command")
+    return FinishSpec(
+        action=action, provider=str(raw.get("provider", "auto")), command=tuple(command)
+    )
+
+
+def _path(raw: Any, base: Path) -> Path:
+    path = Path(str(raw)).expanduser()
+    return path if path.is_absolute() else (base / path)
+
+
+def _duration(raw: Any, where: str, key: str) -> float | None:
+    if raw is None or raw is False:
+        return None
+    try:
+        return parse_duration(raw)
+    except (ValueError, TypeError, UsageError) as exc:
+        raise ConfigError(f"{where}: {key}: {exc}") from exc
+
+
+def load_config(
+    path: Path | None, *, state: Path | None = None, inbox: Path | None = None
+) -> DaemonConfig:
+    """Read the config file (None or a missing default file: defaults), then apply overrides."""
+    source: Path | None = None
+    raw: dict[str, Any] = {}
+    cfg_path = path or DEFAULT_CONFIG
+    if cfg_path.exists():
+        try:
+            loaded = yaml.safe_load(cfg_path.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read config {cfg_path}: {exc}") from exc
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{cfg_path}: the config must be a mapping")
+        raw = loaded or {}
+        source = cfg_path
+    elif path is not None and path != DEFAULT_CONFIG:
+        raise ConfigError(f"config file {path} does not exist")
+    where = str(cfg_path)
+    unknown = sorted(set(raw) - set(KNOWN_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(KNOWN_KEYS)})")
+    cwd = Path.cwd()
+    state_dir = (
+        state or (_path(raw["state"], cwd) if raw.get("state") else default_state_dir())
+    ).absolute()
+    hourly = raw.get("hourly_cost")
+    if hourly is not None and (
+        isinstance(hourly, bool) or not isinstance(hourly, int | float) or hourly < 0
+    ):
+        raise ConfigError(f"{where}: hourly_cost must be a number of USD per hour")
+    dry = raw.get("finish_dry_run", False)
+    if not isinstance(dry, bool):
+        raise ConfigError(f"{where}: finish_dry_run must be true or false")
+    return DaemonConfig(
+        state=state_dir,
+        inbox=(
+            inbox or (_path(raw["inbox"], cwd) if raw.get("inbox") else state_dir / "inbox")
+        ).absolute(),
+        data=_path(raw["data"], cwd) if raw.get("data") else state_dir / "data",
+        runs=_path(raw["runs"], cwd) if raw.get("runs") else state_dir / "runs",
+        hourly_cost=float(hourly) if hourly is not None else None,
+        finish=_finish(raw.get("finish"), where),
+        finish_dry_run=dry,
+        idle_finish=_duration(raw.get("idle_finish"), where, "idle_finish"),
+        rescan_every=_duration(raw.get("rescan_every"), where, "rescan_every") or 30.0,
+        incomplete_wait=_duration(raw.get("incomplete_wait"), where, "incomplete_wait") or 60.0,
+        shutdown_push_timeout=(
+            _duration(raw.get("shutdown_push_timeout"), where, "shutdown_push_timeout") or 240.0
+        ),
+        source=source,
+    )
+
+
+DEFAULT_CONFIG_TEXT = """\
+# runspecd's configuration. Every key is optional; a missing file means these defaults.
+# state: /var/lib/runspec          # records, claimed specs, the scheduler's job store
+# inbox: /var/lib/runspec/inbox    # drop specs here (or `runspec submit`)
+# data: /var/lib/runspec/data      # staged datasets, unless a spec says dataset.extract_to
+# runs: /var/lib/runspec/runs      # run folders, unless a spec says output.project
+# hourly_cost: 3.48                # USD per hour, for cost reports when a spec gives none
+# finish: {action: none}           # what the idle finish does: none|stop|destroy|poweroff|command
+# finish_dry_run: false            # print finish actions instead of doing them
+# idle_finish: 30m                 # after a run ended, apply `finish` when idle this long (off)
+# rescan_every: 30s                # inbox rescan, in case inotify missed something
+# incomplete_wait: 1m              # how long a half-written spec is waited for
+# shutdown_push_timeout: 4m        # at system shutdown, the most spent pushing the last checkpoint
+"""

@@ -1,0 +1,54 @@
+"""The queue is the record store: queued records, first come first served, and requests to
+cancel a run (a file in its job folder that the daemon's loop picks up)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from runspec.clock import Clock, utc_iso
+from runspec.state import RecordStore, RunRecord, RunStatus, write_json_atomic
+
+CANCEL_FILE = "cancel.json"
+
+
+def cancel_path(state: Path, name: str) -> Path:
+    return state / "jobs" / name / CANCEL_FILE
+
+
+def request_cancel(state: Path, name: str, clock: Clock, by: str = "runspec cancel") -> Path:
+    path = cancel_path(state, name)
+    write_json_atomic(path, {"time": utc_iso(clock.time()), "by": by, "pid": os.getpid()})
+    return path
+
+
+def cancel_requested(state: Path, name: str) -> bool:
+    return cancel_path(state, name).exists()
+
+
+def clear_cancel(state: Path, name: str) -> None:
+    cancel_path(state, name).unlink(missing_ok=True)
+
+
+def _arrival(store: RecordStore, record: RunRecord) -> tuple[str, int, str]:
+    # queued_at has one-second resolution; the record file's creation order breaks ties.
+    try:
+        ctime = store.path(record.name).parent.stat().st_ctime_ns
+    except FileNotFoundError:
+        ctime = 0
+    return (record.queued_at or "", ctime, record.name)
+
+
+def in_flight(store: RecordStore) -> list[RunRecord]:
+    """Runs a previous daemon left under way (not queued, not finished): resumed first."""
+    return sorted(
+        (r for r in store.all() if r.status not in (RunStatus.QUEUED, RunStatus.FINISHED)),
+        key=lambda r: _arrival(store, r),
+    )
+
+
+def queued(store: RecordStore) -> list[RunRecord]:
+    return sorted(
+        (r for r in store.all() if r.status is RunStatus.QUEUED),
+        key=lambda r: _arrival(store, r),
+    )

@@ -1,0 +1,68 @@
+"""Where a spec came from: the git commit, its path in the repository and whether the tree was
+dirty, so a pushed checkpoint always says which spec made it (spec-v1.md, Provenance)."""
+
+from __future__ import annotations
+
+import getpass
+import re
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+GIT_TIMEOUT = 10.0
+
+
+def _git(cwd: Path, *args: str) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(cwd), *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _without_credentials(url: str | None) -> str | None:
+    # https://user:token@host/... must never reach the state folder or a pushed file.
+    return re.sub(r"//[^/@]*@", "//", url) if url else url
+
+
+def git_info(spec_file: Path) -> dict[str, Any] | None:
+    """The commit, the path in the repository and dirtiness; None outside a git work tree."""
+    folder = spec_file.absolute().parent
+    top = _git(folder, "rev-parse", "--show-toplevel")
+    if not top:
+        return None
+    rel = spec_file.absolute().resolve().relative_to(Path(top).resolve()).as_posix()
+    commit = _git(folder, "rev-parse", "HEAD")  # None in a repository without commits
+    status = _git(folder, "status", "--porcelain", "--untracked-files=all")
+    file_status = _git(folder, "status", "--porcelain", "--untracked-files=all", "--", rel)
+    tracked = _git(folder, "ls-files", "--error-unmatch", "--", rel) is not None
+    return {
+        "commit": commit,
+        "path": rel,
+        "dirty": bool(status),
+        "spec_modified": bool(file_status),
+        "spec_tracked": tracked,
+        "remote": _without_credentials(_git(folder, "config", "--get", "remote.origin.url")),
+        "branch": _git(folder, "rev-parse", "--abbrev-ref", "HEAD"),
+    }
+
+
+def describe_submission(spec_file: Path, submitted_at: str) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "via": "runspec submit",
+        "source_path": str(spec_file.absolute()),
+        "submitted_at": submitted_at,
+        "submitted_by": getpass.getuser(),
+        "host": socket.gethostname(),
+    }
+    git = git_info(spec_file)
+    if git is not None:
+        info["git"] = git
+    return info

@@ -1,0 +1,178 @@
+"""Fixtures for the daemon's tests: a real `runspec daemon` subprocess, a real sd_notify socket."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BOUND = 60.0  # every wait in these tests is bounded by this
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = BOUND, what: str = "") -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or predicate}")
+
+
+def spec_text(name: str, *, data_path: str = "/nonexistent/data.yaml", extra: str = "") -> str:
+    """A valid spec. By default its dataset path does not exist: the run ends quickly."""
+    return (
+        "runspec: 1\n"
+        f"name: {name}\n"
+        f"dataset:\n  path: {data_path}\n"
+        "train:\n  model: yolo9-t\n  epochs: 2\n  batch: 4\n  imgsz: 64\n  device: cpu\n"
+        "  args: {pretrained: false, workers: 0}\n"
+        "budget:\n  wall_clock: 10m\n"
+        "preflight: {matmul: false, collective: false, doctor: false}\n"
+        "finish:\n  action: none\n" + extra
+    )
+
+
+class NotifySocket:
+    """What systemd's NOTIFY_SOCKET receives, collected for assertions."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        self.sock.settimeout(0.1)
+        self.messages: list[str] = []
+
+    def drain(self) -> list[str]:
+        while True:
+            try:
+                self.messages.append(self.sock.recv(4096).decode())
+            except (TimeoutError, BlockingIOError):
+                return self.messages
+
+    def wait_for(self, text: str, timeout: float = BOUND) -> str:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            for message in self.drain():
+                if text in message:
+                    return message
+        raise AssertionError(f"no {text!r} notification within {timeout}s: {self.messages}")
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class DaemonProc:
+    def __init__(self, tmp: Path, state: Path, inbox: Path, config: Path | None) -> None:
+        self.state = state
+        self.inbox = inbox
+        self.config = config
+        self.notify = NotifySocket(tmp / f"notify-{time.monotonic_ns()}.sock")
+        self.out = tmp / f"daemon-{time.monotonic_ns()}.out"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, *extra: str, watchdog_usec: int = 1_000_000) -> DaemonProc:
+        cmd = [sys.executable, "-m", "runspec.daemon", "--state", str(self.state)]
+        cmd += ["--inbox", str(self.inbox)]
+        if self.config is not None:
+            cmd += ["--config", str(self.config)]
+        env = dict(os.environ)
+        env.update(
+            NOTIFY_SOCKET=str(self.notify.path),
+            WATCHDOG_USEC=str(watchdog_usec),
+            PYTHONUNBUFFERED="1",
+        )
+        env.pop("WATCHDOG_PID", None)
+        with self.out.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [*cmd, *extra], stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO
+            )
+        return self
+
+    def wait_ready(self, timeout: float = BOUND) -> str:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise AssertionError(f"the daemon exited {self.proc.returncode}: {self.output}")
+            for message in self.notify.drain():
+                if "READY=1" in message:
+                    return message
+        raise AssertionError(f"no READY=1 within {timeout}s: {self.output}")
+
+    @property
+    def output(self) -> str:
+        return self.out.read_text(errors="replace")
+
+    def signal(self, signum: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signum)
+
+    def wait(self, timeout: float = BOUND) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout=timeout)
+
+    def stop(self, timeout: float = BOUND) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()  # our own child, identified by its Popen handle
+            self.proc.wait(timeout=10)
+            raise
+
+    def record(self, name: str) -> dict[str, object] | None:
+        import json
+
+        path = self.state / "jobs" / name / "record.json"
+        try:
+            data: dict[str, object] = json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        return data
+
+
+@pytest.fixture
+def daemon_dirs(tmp_path: Path) -> tuple[Path, Path]:
+    state = tmp_path / "state"
+    inbox = tmp_path / "inbox"
+    state.mkdir(mode=0o700)
+    inbox.mkdir(mode=0o700)
+    return state, inbox
+
+
+@pytest.fixture
+def make_daemon(
+    tmp_path: Path, daemon_dirs: tuple[Path, Path]
+) -> Iterator[Callable[..., DaemonProc]]:
+    made: list[DaemonProc] = []
+
+    def make(config: Path | None = None, state: Path | None = None) -> DaemonProc:
+        st, inbox = daemon_dirs
+        daemon = DaemonProc(tmp_path, state or st, inbox, config)
+        made.append(daemon)
+        return daemon
+
+    yield make
+    for daemon in made:
+        try:
+            daemon.stop()
+        finally:
+            daemon.notify.close()
+
+
+def drop(inbox: Path, name: str, text: str) -> Path:
+    """Write a spec the way `runspec submit` does: a temp name in the inbox, then a rename."""
+    tmp = inbox / f".{name}.tmp"
+    tmp.write_text(text)
+    os.replace(tmp, inbox / name)
+    return inbox / name

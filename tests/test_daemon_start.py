@@ -1,0 +1,103 @@
+"""The daemon as systemd sees it: readiness, watchdog, STATUS=, signals, lock, permissions."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from tests.fixtures_daemon import DaemonProc, wait_until
+
+
+def test_ready_watchdog_and_status_over_the_notify_socket(make_daemon) -> None:  # type: ignore[no-untyped-def]
+    daemon: DaemonProc = make_daemon().start(watchdog_usec=400_000)
+    ready = daemon.wait_ready()
+    assert "STATUS=idle" in ready
+    # Pings come from the main loop, about every WATCHDOG_USEC/2.
+    daemon.notify.messages.clear()
+    wait_until(lambda: daemon.notify.drain().count("WATCHDOG=1") >= 3, what="three pings")
+    assert daemon.stop() == 0
+    assert any("STOPPING=1" in m for m in daemon.notify.drain())
+
+
+def test_daemon_never_imports_torch(make_daemon) -> None:  # type: ignore[no-untyped-def]
+    daemon: DaemonProc = make_daemon().start()
+    daemon.wait_ready()
+    assert daemon.proc is not None
+    maps = Path(f"/proc/{daemon.proc.pid}/maps").read_text()
+    assert "libtorch" not in maps
+    assert "torch" not in {
+        Path(line.split()[-1]).parts[-2]
+        for line in maps.splitlines()
+        if "/" in line and len(Path(line.split()[-1]).parts) > 1
+    }
+
+
+def test_world_writable_inbox_is_refused_with_the_fix(make_daemon, daemon_dirs) -> None:  # type: ignore[no-untyped-def]
+    state, inbox = daemon_dirs
+    os.chmod(inbox, 0o777)
+    daemon: DaemonProc = make_daemon().start()
+    assert daemon.wait() != 0
+    assert f"chmod go-w {inbox}" in daemon.output
+    assert "writable by other users" in daemon.output
+
+
+def test_group_writable_config_is_refused(make_daemon, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    config = tmp_path / "runspecd.yaml"
+    config.write_text("hourly_cost: 1.5\n")
+    os.chmod(config, 0o664)
+    daemon: DaemonProc = make_daemon(config=config).start()
+    assert daemon.wait() != 0
+    assert f"chmod go-w {config}" in daemon.output
+
+
+def test_unknown_config_key_is_a_usage_error(make_daemon, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    config = tmp_path / "runspecd.yaml"
+    config.write_text("idle_finsh: 30m\n")
+    os.chmod(config, 0o600)
+    daemon: DaemonProc = make_daemon(config=config).start()
+    assert daemon.wait() == 2
+    assert "unknown key 'idle_finsh'" in daemon.output
+
+
+def test_one_daemon_per_state_folder(make_daemon) -> None:  # type: ignore[no-untyped-def]
+    first: DaemonProc = make_daemon().start()
+    first.wait_ready()
+    second: DaemonProc = make_daemon().start()
+    assert second.wait() != 0
+    assert first.proc is not None
+    assert f"pid {first.proc.pid}" in second.output
+    assert first.proc.poll() is None
+    assert first.stop() == 0
+    # The lock dies with its holder: a new daemon starts at once.
+    third: DaemonProc = make_daemon().start()
+    third.wait_ready()
+
+
+def test_sighup_reloads_the_config(make_daemon, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    config = tmp_path / "runspecd.yaml"
+    config.write_text("hourly_cost: 1.0\n")
+    os.chmod(config, 0o600)
+    daemon: DaemonProc = make_daemon(config=config).start()
+    daemon.wait_ready()
+    config.write_text("hourly_cost: 2.0\nrescan_every: nonsense\n")
+    daemon.notify.messages.clear()
+    daemon.signal(signal.SIGHUP)
+    daemon.notify.wait_for("RELOADING=1")
+    wait_until(lambda: "config reload failed, keeping the old one" in daemon.output)
+    config.write_text("hourly_cost: 2.0\n")
+    daemon.signal(signal.SIGHUP)
+    wait_until(lambda: daemon.output.count("SIGHUP: reloading") == 2)
+    daemon.notify.wait_for("READY=1")
+    assert daemon.proc is not None and daemon.proc.poll() is None
+    assert daemon.stop() == 0
+
+
+def test_sigkill_leaves_no_stale_lock_and_the_daemon_restarts(make_daemon) -> None:  # type: ignore[no-untyped-def]
+    daemon: DaemonProc = make_daemon().start()
+    daemon.wait_ready()
+    daemon.signal(signal.SIGKILL)
+    daemon.wait()
+    again: DaemonProc = make_daemon().start()
+    again.wait_ready()
+    assert again.stop() == 0
