@@ -23,6 +23,12 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("validate", "validate", "check specs (files or folders, recursively)"),
     ("schema", "schema", "print the run spec's JSON Schema (for editors)"),
     ("run", "run", "the whole lifecycle in the foreground, no daemon"),
+    ("submit", "submit", "validate a spec, record its provenance, copy it into the inbox"),
+    ("daemon", "daemon", "the daemon in the foreground (what runspecd.service runs)"),
+    ("status", "status", "runs, epoch, ETA, best metric, last verified push, budget, cost"),
+    ("logs", "logs", "a run's training log (-f follows it)"),
+    ("cancel", "cancel", "stop a run at the next epoch boundary, push, keep the machine"),
+    ("install", "install", "put the systemd unit, folders and default config in place"),
 ]
 
 
