@@ -1,0 +1,17 @@
+"""`runspec schema`: print the run spec's JSON Schema, for editors and other tools."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    del parser  # no options: the schema is one document
+
+
+def run(args: argparse.Namespace) -> int:
+    from runspec.loader import SCHEMA_PATH  # noqa: PLC0415 (keeps every other command's start-up light)
+
+    sys.stdout.write(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return 0
