@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -131,8 +132,6 @@ class DaemonProc:
             raise
 
     def record(self, name: str) -> dict[str, object] | None:
-        import json
-
         path = self.state / "jobs" / name / "record.json"
         try:
             data: dict[str, object] = json.loads(path.read_text())

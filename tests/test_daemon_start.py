@@ -34,7 +34,7 @@ def test_daemon_never_imports_torch(make_daemon) -> None:  # type: ignore[no-unt
 
 
 def test_world_writable_inbox_is_refused_with_the_fix(make_daemon, daemon_dirs) -> None:  # type: ignore[no-untyped-def]
-    state, inbox = daemon_dirs
+    _, inbox = daemon_dirs
     os.chmod(inbox, 0o777)
     daemon: DaemonProc = make_daemon().start()
     assert daemon.wait() != 0

@@ -208,7 +208,11 @@ class Inbox:
         now = self.clock.monotonic()
         stat_key = (st.st_size, st.st_mtime_ns)
         age = self.clock.time() - st.st_mtime
-        if item.complete or age >= self.incomplete_wait:
+        if item.last_stat is None and age >= self.incomplete_wait:
+            # Untouched for longer than any writer is waited for when first seen: written long
+            # ago (found by a scan), so it is as complete as it will ever be.
+            item.complete = True
+        if item.complete:
             del self.pending[name]
             return self._claim_and_handle(name, incomplete=False)
         changed = stat_key != item.last_stat
