@@ -1,0 +1,228 @@
+"""What every provider adapter shares: a small HTTP client that never leaks a secret, and the
+request-then-confirm flow of a stop or a destroy.
+
+Each adapter says how it identifies the instance it runs on, what it is about to call (before it
+calls it), and then polls, bounded, until the provider reports the instance going. Base URLs can
+be moved by environment variables (`RUNSPEC_<PROVIDER>_...`) for the tests' local stand-ins only.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from runspec.clock import SYSTEM, Clock
+from runspec.errors import RunspecError
+
+log = logging.getLogger("runspec.providers")
+
+REDACTED = "<redacted>"
+
+
+class ProviderError(RunspecError):
+    """The provider could not be identified or refused or failed a request."""
+
+
+class Action(str, enum.Enum):
+    STOP = "stop"
+    DESTROY = "destroy"
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: bytes
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.body or b"null")
+        except ValueError as exc:
+            raise ProviderError(
+                f"the provider answered with something that is not JSON: {exc}"
+            ) from exc
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+
+class Http:
+    """urllib with a timeout per request and errors that name the request, never a secret."""
+
+    def __init__(self, timeout: float = 15.0, secrets: tuple[str, ...] = ()) -> None:
+        self.timeout = timeout
+        self.secrets = [s for s in secrets if s]
+
+    def redact(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, REDACTED)
+        return text
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        json_body: Any = None,
+        ok: tuple[int, ...] = (200, 201, 202, 204),
+        timeout: float | None = None,
+    ) -> Response:
+        """One request; raises ProviderError unless the status is in `ok`."""
+        all_headers = {"User-Agent": "runspec", "Accept": "application/json", **(headers or {})}
+        if json_body is not None:
+            body = json.dumps(json_body).encode()
+            all_headers.setdefault("Content-Type", "application/json")
+        req = urllib.request.Request(url, data=body, headers=all_headers, method=method)
+        where = f"{method} {self.redact(url)}"
+        try:
+            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
+                response = Response(resp.status, resp.read())
+        except urllib.error.HTTPError as exc:
+            response = Response(exc.code, exc.read() if exc.fp else b"")
+        except TimeoutError as exc:
+            raise ProviderError(f"{where}: no answer within {timeout or self.timeout:g} s") from exc
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, TimeoutError):
+                raise ProviderError(
+                    f"{where}: no answer within {timeout or self.timeout:g} s"
+                ) from exc
+            reason = self.redact(str(exc.reason))
+            raise ProviderError(f"{where}: cannot reach the provider ({reason})") from exc
+        except OSError as exc:
+            raise ProviderError(f"{where}: {self.redact(str(exc))}") from exc
+        if response.status not in ok:
+            snippet = self.redact(response.text.strip().replace("\n", " "))[:200]
+            raise ProviderError(f"{where}: HTTP {response.status}: {snippet}")
+        return response
+
+
+@dataclass(frozen=True)
+class Outcome:
+    provider: str
+    action: str
+    instance: str
+    call: str  # what was called, as printed before calling it
+    confirmed: bool  # a poll saw the instance going (or gone)
+    state: str | None  # the last state the provider reported
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+GONE = "gone"  # what `state()` returns when the provider no longer knows the instance
+
+
+class Provider:
+    name: ClassVar[str] = ""
+    can_stop: ClassVar[bool] = True
+    stop_bills: ClassVar[str] = "the disk"  # what a stopped instance still bills
+    # States that mean the request took effect (the instance is going or gone).
+    going_after: ClassVar[dict[Action, frozenset[str]]] = {}
+
+    def __init__(
+        self,
+        env: Mapping[str, str] | None = None,
+        *,
+        clock: Clock = SYSTEM,
+        timeout: float = 15.0,
+        confirm_timeout: float = 120.0,
+        poll_interval: float = 3.0,
+    ) -> None:
+        self.env = dict(os.environ if env is None else env)
+        self.clock = clock
+        self.confirm_timeout = confirm_timeout
+        self.poll_interval = poll_interval
+        self.http = Http(timeout=timeout, secrets=self.secrets())
+
+    # What each adapter provides.
+    def secrets(self) -> tuple[str, ...]:
+        """Values that must never appear in a log line or an error."""
+        return ()
+
+    def identify(self) -> str:
+        """The instance this process runs on; raises ProviderError when it cannot tell."""
+        raise NotImplementedError
+
+    def how_identified(self) -> str:
+        raise NotImplementedError
+
+    def describe_call(self, action: Action, instance: str) -> str:
+        """The exact request about to be made, without secrets."""
+        raise NotImplementedError
+
+    def call(self, action: Action, instance: str) -> None:
+        raise NotImplementedError
+
+    def state(self, instance: str) -> str:
+        """The provider's word for the instance's state, or GONE."""
+        raise NotImplementedError
+
+    # The shared flow.
+    def plan(self, action: Action) -> str:
+        instance = self.identify()
+        return f"{self.name}: {action.value} instance {instance} ({self.how_identified()}): " + (
+            self.describe_call(action, instance)
+        )
+
+    def apply(self, action: Action) -> Outcome:
+        if action is Action.STOP and not self.can_stop:
+            raise ProviderError(f"{self.name} cannot stop an instance ({self.stop_bills})")
+        instance = self.identify()
+        call = self.describe_call(action, instance)
+        log.info("%s: %s instance %s: %s", self.name, action.value, instance, call)
+        self.call(action, instance)
+        return self.confirm(action, instance, call)
+
+    def confirm(self, action: Action, instance: str, call: str) -> Outcome:
+        """Poll until the instance is going, for at most confirm_timeout seconds."""
+        going = self.going_after.get(action, frozenset()) | {GONE}
+        deadline = self.clock.monotonic() + self.confirm_timeout
+        last: str | None = None
+        last_error = ""
+        while True:
+            try:
+                last = self.state(instance)
+                last_error = ""
+            except ProviderError as exc:
+                last_error = str(exc)
+            if last in going:
+                return Outcome(self.name, action.value, instance, call, True, last, "")
+            if self.clock.monotonic() >= deadline:
+                break
+            self.clock.sleep(min(self.poll_interval, max(0.0, deadline - self.clock.monotonic())))
+        detail = (
+            f"requested, but after {self.confirm_timeout:g} s the provider still reports "
+            f"{last!r}" + (f" (last poll failed: {last_error})" if last_error else "")
+        )
+        return Outcome(self.name, action.value, instance, call, False, last, detail)
+
+
+def env_or_file(env: Mapping[str, str], name: str, environ_file: str) -> str | None:
+    """A variable from this process's environment, else from PID 1's (`/proc/1/environ`).
+
+    Providers put their variables in the container's init environment; a login shell or a
+    systemd service started later does not always inherit them.
+    """
+    value = env.get(name)
+    if value:
+        return value
+    try:
+        raw = Path(environ_file).read_bytes()
+    except OSError:
+        return None
+    for entry in raw.split(b"\0"):
+        key, sep, val = entry.partition(b"=")
+        if sep and key.decode(errors="replace") == name:
+            return val.decode(errors="replace") or None
+    return None

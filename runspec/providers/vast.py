@@ -1,0 +1,84 @@
+"""vast.ai: the instance is `CONTAINER_ID`, the key `CONTAINER_API_KEY` (an instance-scoped key
+vast puts in the container's environment; read from /proc/1/environ when missing here).
+
+REST API (docs.vast.ai/api, base https://console.vast.ai/api/v0, `Authorization: Bearer KEY`):
+  destroy: DELETE /instances/{id}/                       (CLI `vastai destroy instance`)
+  stop:    PUT    /instances/{id}/  {"state": "stopped"}  (CLI `vastai stop instance`)
+  state:   GET    /instances/{id}/  -> {"instances": {"actual_status", "intended_status"}}
+A stopped vast instance still bills its disk (docs: "Disk charges continue; no GPU charges").
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from runspec.providers.base import GONE, Action, Provider, ProviderError, env_or_file
+
+
+class Vast(Provider):
+    name = "vast"
+    can_stop = True
+    stop_bills = "a stopped vast.ai instance still bills its disk"
+    going_after: ClassVar[dict[Action, frozenset[str]]] = {
+        Action.STOP: frozenset({"stopped", "exited", "stopping"}),
+        Action.DESTROY: frozenset(),
+    }
+    proc_environ = "/proc/1/environ"
+
+    def _var(self, name: str) -> str | None:
+        return env_or_file(self.env, name, self.env.get("RUNSPEC_PROC_ENVIRON", self.proc_environ))
+
+    def secrets(self) -> tuple[str, ...]:
+        key = self._var("CONTAINER_API_KEY")
+        return (key,) if key else ()
+
+    @property
+    def api(self) -> str:
+        return self.env.get("RUNSPEC_VAST_API", "https://console.vast.ai").rstrip("/") + "/api/v0"
+
+    def identify(self) -> str:
+        instance = self._var("CONTAINER_ID")
+        if not instance:
+            raise ProviderError("vast: CONTAINER_ID is not set here nor in /proc/1/environ")
+        return instance
+
+    def how_identified(self) -> str:
+        return "CONTAINER_ID"
+
+    def _headers(self) -> dict[str, str]:
+        key = self._var("CONTAINER_API_KEY")
+        if not key:
+            raise ProviderError(
+                "vast: CONTAINER_API_KEY is not set here nor in /proc/1/environ "
+                "(vast sets it in every instance; set it in the daemon's EnvironmentFile)"
+            )
+        return {"Authorization": f"Bearer {key}"}
+
+    def describe_call(self, action: Action, instance: str) -> str:
+        url = f"{self.api}/instances/{instance}/"
+        if action is Action.DESTROY:
+            return f"DELETE {url}"
+        return f'PUT {url} {{"state": "stopped"}}'
+
+    def call(self, action: Action, instance: str) -> None:
+        url = f"{self.api}/instances/{instance}/"
+        if action is Action.DESTROY:
+            self.http.request("DELETE", url, headers=self._headers())
+        else:
+            self.http.request("PUT", url, headers=self._headers(), json_body={"state": "stopped"})
+
+    def state(self, instance: str) -> str:
+        url = f"{self.api}/instances/{instance}/"
+        resp = self.http.request("GET", url, headers=self._headers(), ok=(200, 404))
+        if resp.status == 404:
+            return GONE
+        data = resp.json()
+        info = data.get("instances") if isinstance(data, dict) else None
+        if not info:
+            return GONE
+        actual = str(info.get("actual_status") or "")
+        intended = str(info.get("intended_status") or "")
+        # A stop is under way once vast intends it, even while the container still runs.
+        if intended == "stopped" and actual != "stopped":
+            return "stopping"
+        return actual or "unknown"

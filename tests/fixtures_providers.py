@@ -1,0 +1,166 @@
+"""A local stand-in for the providers' APIs and metadata servers, on 127.0.0.1 only.
+
+It records every request (method, path, headers, body) and answers from scripted routes: each
+route holds a list of answers consumed in order, the last one repeating, so a test can say
+"running, running, then gone" or "403 always". Nothing in the tests can reach a real provider:
+every adapter's base URL points here and /proc/1/environ and DMI reads point at test files.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    def header(self, name: str) -> str | None:
+        for key, value in self.headers.items():
+            if key.lower() == name.lower():
+                return value
+        return None
+
+
+@dataclass
+class Answer:
+    status: int = 200
+    body: Any = None  # dict/list: JSON; str/bytes: as is
+    delay: float = 0.0
+
+    def encoded(self) -> tuple[bytes, str]:
+        if isinstance(self.body, bytes):
+            return self.body, "application/octet-stream"
+        if isinstance(self.body, str):
+            return self.body.encode(), "text/plain"
+        if self.body is None:
+            return b"", "application/json"
+        return json.dumps(self.body).encode(), "application/json"
+
+
+@dataclass
+class Route:
+    method: str
+    pattern: re.Pattern[str]
+    answers: list[Answer]
+    hits: int = 0
+
+    def next(self) -> Answer:
+        answer = self.answers[min(self.hits, len(self.answers) - 1)]
+        self.hits += 1
+        return answer
+
+
+@dataclass
+class StandIn:
+    url: str = ""
+    requests: list[Recorded] = field(default_factory=list)
+    routes: list[Route] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def on(self, method: str, path_regex: str, *answers: Answer) -> Route:
+        route = Route(method, re.compile(path_regex + r"\Z"), list(answers) or [Answer()])
+        with self.lock:
+            self.routes.insert(0, route)  # a later route overrides an earlier one
+        return route
+
+    def find(self, method: str, path: str) -> Answer:
+        with self.lock:
+            for route in self.routes:
+                if route.method == method and route.pattern.match(path):
+                    return route.next()
+        return Answer(404, {"error": f"no route for {method} {path}"})
+
+    def made(self, method: str | None = None, path_regex: str | None = None) -> list[Recorded]:
+        with self.lock:
+            found = list(self.requests)
+        return [
+            r
+            for r in found
+            if (method is None or r.method == method)
+            and (path_regex is None or re.fullmatch(path_regex, r.path))
+        ]
+
+
+def _handler(stand_in: StandIn) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def _serve(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            with stand_in.lock:
+                stand_in.requests.append(
+                    Recorded(self.command, self.path, dict(self.headers.items()), body)
+                )
+            answer = stand_in.find(self.command, self.path)
+            if answer.delay:
+                time.sleep(min(answer.delay, 10.0))  # bounded: never hang a test
+            data, ctype = answer.encoded()
+            try:
+                self.send_response(answer.status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (a timeout test)
+
+        do_GET = do_PUT = do_POST = do_DELETE = _serve
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+@pytest.fixture
+def standin() -> Iterator[StandIn]:
+    stand_in = StandIn()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(stand_in))
+    server.daemon_threads = True
+    stand_in.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield stand_in
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+@pytest.fixture
+def provider_env(standin: StandIn, tmp_path: Path) -> dict[str, str]:
+    """An environment with every adapter's URLs on the stand-in and no real host files read."""
+    environ = tmp_path / "proc1-environ"
+    environ.write_bytes(b"PATH=/usr/bin\0HOME=/root\0")
+    dmi = tmp_path / "dmi"
+    dmi.mkdir()
+    return {
+        "RUNSPEC_PROC_ENVIRON": str(environ),
+        "RUNSPEC_DMI_DIR": str(dmi),
+        "RUNSPEC_VAST_API": standin.url,
+        "RUNSPEC_RUNPOD_API": f"{standin.url}/v1",
+        "RUNSPEC_LAMBDA_API": f"{standin.url}/api/v1",
+        "RUNSPEC_HETZNER_METADATA": f"{standin.url}/hetzner/v1/metadata",
+        "RUNSPEC_HETZNER_API": f"{standin.url}/v1",
+        "RUNSPEC_GCP_METADATA": f"{standin.url}/computeMetadata/v1",
+        "RUNSPEC_GCP_COMPUTE_API": f"{standin.url}/compute/v1",
+        "RUNSPEC_AWS_METADATA": standin.url,
+        "RUNSPEC_AWS_EC2_API": f"{standin.url}/ec2",
+    }
