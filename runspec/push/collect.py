@@ -1,0 +1,228 @@
+"""What a push sends, as whole staged copies: complete checkpoints, run files, runspec/.
+
+Checkpoints reach the staging folder only through `runspec.checkpoints` (complete by the
+epoch marker, copied, re-checked, renamed), because LibreYOLO rewrites `last.pt` in place.
+Run files (status.json, train.log, ...) are snapshot-copied there too, so what is hashed is
+what is uploaded. The staged copy of each checkpoint stays until a newer complete one
+replaces it: a trainer killed mid-save still leaves the last good one ready to push.
+
+An index (`<staged>/.index.json`) remembers, per staged file, the source's size and mtime it
+was copied from and the copy's hashes, so an unchanged file is neither copied nor hashed
+again.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from runspec.checkpoints import CheckpointFile, complete_checkpoints, stage_copy
+from runspec.clock import Clock, utc_iso
+from runspec.control import FileStat, read_epoch_marker
+from runspec.model import Spec
+from runspec.paths import RunPaths
+from runspec.push.base import StagedFile
+from runspec.push.manifest import CHUNK, ManifestEntry, digest_file
+from runspec.state import write_json_atomic
+
+INDEX = ".index.json"
+MANIFEST = "runspec/manifest.json"
+
+
+def is_checkpoint(relpath: str) -> bool:
+    return relpath.startswith("weights/") and relpath.endswith(".pt")
+
+
+def is_immutable(relpath: str) -> bool:
+    """weights/epoch_N.pt never changes once complete (a resume rewrites only later epochs)."""
+    return fnmatch.fnmatchcase(relpath, "weights/epoch_*.pt")
+
+
+@dataclass(frozen=True)
+class Staged:
+    source: FileStat | None  # the source as copied
+    entry: ManifestEntry
+    released: bool = False  # verified at the target and its staged copy deleted
+
+
+class Stager:
+    def __init__(self, spec: Spec, paths: RunPaths, clock: Clock) -> None:
+        assert spec.push is not None
+        self.spec = spec
+        self.paths = paths
+        self.clock = clock
+        self.globs = spec.push.files
+        self.dir = paths.staged_dir
+        self.index: dict[str, Staged] = self._load_index()
+
+    # --- the index ------------------------------------------------------------------------------
+    def _load_index(self) -> dict[str, Staged]:
+        try:
+            data = json.loads((self.dir / INDEX).read_text())
+        except (OSError, ValueError):
+            return {}
+        index = {}
+        for path, item in data.items():
+            try:
+                source = FileStat(**item["source"]) if item.get("source") else None
+                entry = ManifestEntry.from_json(item["entry"])
+                released = bool(item.get("released", False))
+            except (KeyError, TypeError, ValueError):
+                continue
+            if released or (self.dir / path).is_file():
+                index[path] = Staged(source, entry, released)
+        return index
+
+    def _save_index(self) -> None:
+        data = {
+            path: {
+                "source": vars(s.source) if s.source else None,
+                "entry": vars(s.entry),
+                "released": s.released,
+            }
+            for path, s in self.index.items()
+        }
+        write_json_atomic(self.dir / INDEX, data)
+
+    # --- what is there to push ------------------------------------------------------------------
+    def wanted(self, relpath: str) -> bool:
+        return any(fnmatch.fnmatchcase(relpath, pattern) for pattern in self.globs)
+
+    def complete(self) -> list[CheckpointFile]:
+        """The complete checkpoints the spec's globs ask for."""
+        found = complete_checkpoints(self.paths.run_dir, self.paths.control_dir)
+        return [c for c in found if self.wanted(c.relpath)]
+
+    def fresh(self, item: CheckpointFile) -> bool:
+        """True when this complete checkpoint is not what is staged for its path."""
+        staged = self.index.get(item.relpath)
+        return staged is None or staged.source != item.stat
+
+    def run_files(self) -> list[str]:
+        """Files of the run folder the globs match, checkpoints excepted (they come only
+        through `complete`)."""
+        run_dir = self.paths.run_dir
+        found: set[str] = set()
+        for pattern in self.globs:
+            for path in run_dir.glob(pattern):
+                rel = path.relative_to(run_dir).as_posix()
+                if path.is_file() and not is_checkpoint(rel):
+                    found.add(rel)
+        return sorted(found)
+
+    def pending_bytes(self, verified: dict[str, ManifestEntry]) -> int:
+        """Bytes a push would send now, from stat alone (cheap: called every tick)."""
+        total = 0
+        run_dir = self.paths.run_dir
+        for pattern in self.globs:
+            for path in run_dir.glob(pattern):
+                rel = path.relative_to(run_dir).as_posix()
+                try:
+                    stat = FileStat.of(path)
+                except OSError:
+                    continue
+                staged = self.index.get(rel)
+                same = staged is not None and staged.source == stat
+                if not (same and verified.get(rel) == staged.entry):  # type: ignore[union-attr]
+                    total += stat.size
+        return total
+
+    # --- staging -------------------------------------------------------------------------------
+    def stage(self, final: bool, complete: list[CheckpointFile] | None = None) -> list[StagedFile]:
+        """Bring the staging folder up to date; return every staged file (not the manifest).
+        `complete`: the result of `complete()` when the caller has it already."""
+        marker = read_epoch_marker(self.paths.control_dir)
+        epoch = marker.epoch if marker is not None else None
+        for item in self.complete() if complete is None else complete:
+            if self.fresh(item) and (copy := stage_copy(self.paths.run_dir, item, self.dir)):
+                self._record(item.relpath, copy, item.stat, item.epoch)
+        for rel in self.run_files():
+            self._snapshot(self.paths.run_dir / rel, rel, epoch)
+        job = self.paths.job_dir
+        extras = {
+            "runspec/spec.yaml": job / "spec.yaml",
+            "runspec/provenance.json": job / "provenance.json",
+        }
+        if final:
+            # A failed run's story must be readable after the machine is gone.
+            extras["runspec/record.json"] = job / "record.json"
+            extras["runspec/runspec.log"] = job / "runspec.log"
+        for rel, source in extras.items():
+            self._snapshot(source, rel, epoch)
+        self._save_index()
+        return [
+            StagedFile(s.entry, self.dir / path)
+            for path, s in sorted(self.index.items())
+            if not s.released
+        ]
+
+    def _snapshot(self, source: Path, rel: str, epoch: int | None) -> None:
+        try:
+            stat = FileStat.of(source)
+        except OSError:
+            return
+        staged = self.index.get(rel)
+        if staged is not None and staged.source == stat:
+            return
+        target = self.dir / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as dst, source.open("rb") as src:
+                shutil.copyfileobj(src, dst, CHUNK)
+            os.replace(tmp, target)
+        except OSError:
+            return  # vanished or unreadable: the next push tries again
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+        self._record(rel, target, stat, epoch)
+
+    def _record(self, rel: str, copy: Path, source: FileStat | None, epoch: int | None) -> None:
+        digest = digest_file(copy)
+        old = self.index.get(rel)
+        if old is not None and old.entry.sha256 == digest.sha256:
+            entry = old.entry  # same content: keep the time it was first staged
+        else:
+            entry = ManifestEntry(
+                path=rel,
+                size=digest.size,
+                sha256=digest.sha256,
+                epoch=epoch,
+                time=utc_iso(self.clock.time()),
+                blob_id=digest.blob_id,
+            )
+        self.index[rel] = Staged(source, entry)
+
+    def add_manifest(self, text: str) -> StagedFile:
+        """Stage the manifest itself (pushed with every push, never listed in itself)."""
+        target = self.dir / MANIFEST
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".manifest.", suffix=".partial", dir=target.parent)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+        digest = digest_file(target)
+        entry = ManifestEntry(
+            path=MANIFEST,
+            size=digest.size,
+            sha256=digest.sha256,
+            epoch=None,
+            time=utc_iso(self.clock.time()),
+            blob_id=digest.blob_id,
+        )
+        return StagedFile(entry, target)
+
+    def release(self, verified: dict[str, ManifestEntry]) -> None:
+        """Drop staged copies of epoch_N.pt files that are verified at the target: they never
+        change, and keeping every one would fill the disk. last.pt and best.pt stay staged."""
+        for rel in list(self.index):
+            staged = self.index[rel]
+            if is_immutable(rel) and not staged.released and verified.get(rel) == staged.entry:
+                (self.dir / rel).unlink(missing_ok=True)
+                self.index[rel] = Staged(staged.source, staged.entry, released=True)
+        self._save_index()

@@ -1,0 +1,91 @@
+"""The dir target: a folder on a mounted persistent volume, `<dir>/<name>/` in the run
+folder's layout.
+
+Each file is written to a temporary name beside its place, fsynced and renamed, so a push
+cut short never damages a copy that was verified before. The manifest is written last: it
+is the commit point. Verification re-reads from the volume what was written (after fsync)
+and hashes it; files this push did not send are checked for presence and size.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
+from runspec.push.manifest import CHUNK, ManifestEntry, digest_file
+
+MANIFEST = "runspec/manifest.json"
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _inside(root: Path, relpath: str) -> Path:
+    target = (root / relpath).resolve()
+    if not target.is_relative_to(root.resolve()):
+        raise PushFailed(f"refusing to write {relpath!r} outside {root}")
+    return target
+
+
+class DirTarget(PushTarget):
+    def __init__(self, root: Path, name: str) -> None:
+        self.root = root / name
+        self.description = f"dir {self.root}"
+
+    def push(self, uploads: Sequence[StagedFile], message: str) -> str | None:
+        # The manifest goes last, so a reader never sees it name a file not yet in place.
+        ordered = sorted(uploads, key=lambda item: item.entry.path == MANIFEST)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            for item in ordered:
+                self._write(item)
+        except PushFailed:
+            raise
+        except OSError as exc:
+            raise PushFailed(f"push to {self.description} failed: {one_line(exc)}") from exc
+        return None
+
+    def _write(self, item: StagedFile) -> None:
+        target = _inside(self.root, item.entry.path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as dst, item.local.open("rb") as src:
+                shutil.copyfileobj(src, dst, CHUNK)
+                dst.flush()
+                os.fsync(dst.fileno())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, target)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+        _fsync_dir(target.parent)
+
+    def verify(
+        self, commit: str | None, expected: Sequence[ManifestEntry], uploaded: Sequence[StagedFile]
+    ) -> list[str]:
+        sent = {item.entry.path for item in uploaded}
+        problems = []
+        for entry in expected:
+            try:
+                target = _inside(self.root, entry.path)
+                if entry.path in sent:
+                    got = digest_file(target)
+                    if got.size != entry.size or got.sha256 != entry.sha256:
+                        problems.append(
+                            f"{entry.path}: copy has sha256 {got.sha256[:12]}, "
+                            f"size {got.size}; expected {entry.sha256[:12]}, {entry.size}"
+                        )
+                elif target.stat().st_size != entry.size:
+                    problems.append(f"{entry.path}: copy size differs from the manifest")
+            except (OSError, PushFailed) as exc:
+                problems.append(f"{entry.path}: {one_line(exc)}")
+        return problems

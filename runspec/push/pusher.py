@@ -1,0 +1,337 @@
+"""The run's pusher: when to push, one push at a time, and what counts as verified.
+
+Triggers only set flags and wake the worker thread, so the lifecycle loop never waits on the
+network: `notify_checkpoint()` after each epoch marker, the interval job every `push.every`,
+and `push_now()` (the only blocking call, bounded by its timeout) for the final push and on
+interrupts. Commits are at most one per `min_interval` (the Hub limits commit rates; pushes
+asked for meanwhile coalesce into one). A failed push is recorded in `record.push_error` and
+retried with exponential backoff; training never waits for it.
+
+Only a push whose every file was checked at the target updates `record.last_push`; the
+manifest of that push is kept in `<job_dir>/pushed.json` so unchanged files are not sent again.
+"""
+
+# ruff: noqa: PLC0415 -- targets and the scheduler load on use: the daemon stays light
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runspec.clock import SYSTEM, Clock, utc_iso
+from runspec.model import Spec
+from runspec.paths import RunPaths
+from runspec.push import jobs
+from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
+from runspec.push.collect import MANIFEST, Stager, is_immutable
+from runspec.push.manifest import Manifest, ManifestEntry
+from runspec.state import PushRecord, RecordStore, RunRecord
+from runspec.units import format_bytes
+
+log = logging.getLogger("runspec.push")
+
+WAIT_SLICE = 0.5  # the worker re-reads the clock at least this often (real seconds)
+RATE_MIN_BYTES = 1 << 20  # smaller pushes say little about the link's speed
+
+
+def make_target(spec: Spec, paths: RunPaths) -> PushTarget:
+    push = spec.push
+    assert push is not None
+    if push.hub is not None:
+        from runspec.push.hub import HubTarget
+
+        return HubTarget(push.hub)
+    assert push.dir is not None
+    from runspec.push.dirtarget import DirTarget
+
+    root = push.dir if push.dir.is_absolute() else paths.state / push.dir
+    return DirTarget(root, spec.name)
+
+
+@dataclass
+class _NowRequest:
+    final: bool
+    done: threading.Event = field(default_factory=threading.Event)
+    result: PushRecord | None = None
+
+
+class Pusher:
+    def __init__(
+        self,
+        spec: Spec,
+        paths: RunPaths,
+        store: RecordStore,
+        record: RunRecord,
+        *,
+        clock: Clock = SYSTEM,
+        progress: Callable[[str], None] = print,
+        scheduler: Any = None,
+        min_interval: float = 60.0,
+        retry_base: float = 30.0,
+        retry_max: float = 900.0,
+        target: PushTarget | None = None,
+    ) -> None:
+        if spec.push is None:
+            raise ValueError(f"run {spec.name} has no push section")
+        self.spec = spec
+        self.paths = paths
+        self.store = store
+        self.record = record
+        self.clock = clock
+        self.progress = progress
+        self.every = spec.push.every
+        self.min_interval = min_interval
+        self.retry_base = retry_base
+        self.retry_max = retry_max
+        self.target = target or make_target(spec, paths)
+        self.stager = Stager(spec, paths, clock)
+        self.verified_file = paths.job_dir / "pushed.json"
+        self.verified = Manifest.load(self.verified_file)
+
+        self._scheduler = scheduler
+        self._own_scheduler = scheduler is None
+        self._job_id = f"runspec-push:{spec.name}"
+        self._key = str(paths.job_dir)
+        self._cond = threading.Condition()
+        self._want_checkpoint = False
+        self._want_scheduled = False
+        self._now: list[_NowRequest] = []
+        self._stopping = False
+        self._last_commit: float | None = None  # monotonic
+        self._last_verified: float | None = None  # monotonic
+        self._failures = 0
+        self._retry_at: float | None = None  # monotonic
+        self._sent_bytes = 0
+        self._sent_seconds = 0.0
+        self._thread: threading.Thread | None = None
+
+    # --- the lifecycle's API --------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._work, name=f"push-{self.spec.name}", daemon=True
+        )
+        self._thread.start()
+        jobs.register(self._key, self)
+        if self._scheduler is None:
+            from apscheduler.schedulers.background import BackgroundScheduler
+
+            self._scheduler = BackgroundScheduler(timezone="UTC")
+            self._scheduler.start()
+        jobs.add_interval_job(self._scheduler, self._job_id, self._key, self.every)
+
+    def notify_checkpoint(self) -> None:
+        """A new epoch marker appeared: push if a new complete checkpoint warrants it."""
+        with self._cond:
+            self._want_checkpoint = True
+            self._cond.notify_all()
+
+    def request_scheduled(self) -> None:
+        with self._cond:
+            self._want_scheduled = True
+            self._cond.notify_all()
+
+    def push_now(self, final: bool, timeout: float) -> PushRecord | None:
+        """Push at once (no minimum interval) and wait at most `timeout` seconds; the
+        verified push, or None. A final push includes the run's logs and state."""
+        request = _NowRequest(final)
+        with self._cond:
+            if self._thread is None or not self._thread.is_alive():
+                return None
+            self._now.append(request)
+            self._cond.notify_all()
+        request.done.wait(timeout)
+        return request.result
+
+    def pending_bytes(self) -> int:
+        """About how many bytes the next push would send (from file sizes; cheap)."""
+        return self.stager.pending_bytes(self._verified_entries())
+
+    def upload_rate(self) -> float | None:
+        """Bytes per second measured on this run's uploads; None until there is a figure."""
+        if self._sent_bytes < RATE_MIN_BYTES or self._sent_seconds <= 0:
+            return None
+        return self._sent_bytes / self._sent_seconds
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop triggering pushes; a push in flight gets `timeout` seconds to end."""
+        jobs.unregister(self._key, self)
+        if self._scheduler is not None:
+            jobs.remove_job(self._scheduler, self._job_id)
+            if self._own_scheduler:
+                self._scheduler.shutdown(wait=False)
+                self._scheduler = None
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    # --- the worker -----------------------------------------------------------------------------
+    def _verified_entries(self) -> dict[str, ManifestEntry]:
+        manifest = self.verified
+        return manifest.by_path() if manifest is not None else {}
+
+    def _next_kind(self) -> str | _NowRequest | None:
+        """What the worker should do now (called with the lock held)."""
+        if self._now:
+            return self._now.pop(0)
+        if self._stopping:
+            return "stop"
+        now = self.clock.monotonic()
+        if self._retry_at is not None:
+            if now < self._retry_at:
+                return None
+            if self._last_commit is None or now >= self._last_commit + self.min_interval:
+                self._retry_at = None
+                self._want_checkpoint = self._want_scheduled = False
+                return "retry"
+            return None
+        if not (self._want_checkpoint or self._want_scheduled):
+            return None
+        if self._last_commit is not None and now < self._last_commit + self.min_interval:
+            return None
+        kind = "checkpoint" if self._want_checkpoint and not self._want_scheduled else "scheduled"
+        self._want_checkpoint = self._want_scheduled = False
+        return kind
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while (job := self._next_kind()) is None:
+                    self._cond.wait(WAIT_SLICE)
+            if job == "stop":
+                return
+            if isinstance(job, _NowRequest):
+                job.result = self._attempt(job.final, always=True) or self.record.last_push
+                if job.final and (job.result is None or not job.result.final):
+                    job.result = None
+                job.done.set()
+            else:
+                self._attempt(False, always=False, checkpoint_only=job == "checkpoint")
+
+    def _attempt(
+        self, final: bool, always: bool, checkpoint_only: bool = False
+    ) -> PushRecord | None:
+        """One push, its failure recorded and scheduled for retry; never raises."""
+        try:
+            pushed = self._push(final, always, checkpoint_only)
+        except Exception as exc:  # one failed push, whatever the cause, must not end the worker
+            message = str(exc) if isinstance(exc, PushFailed) else one_line(exc)
+            if not isinstance(exc, PushFailed):
+                log.debug("push failed", exc_info=True)
+            self._failed(message)
+            return None
+        return pushed
+
+    def _failed(self, message: str) -> None:
+        self._failures += 1
+        delay = min(self.retry_max, self.retry_base * 2 ** (self._failures - 1))
+        with self._cond:
+            self._retry_at = self.clock.monotonic() + delay
+        self.record.push_error = f"{utc_iso(self.clock.time())} {message}"
+        self.store.save(self.record)
+        log.warning("%s: %s (retry in %.0f s)", self.spec.name, message, delay)
+        self.progress(f"push failed, retrying in {delay:.0f} s: {message}")
+
+    def _warranted(self, complete: list[Any]) -> bool:
+        """After an epoch: a better best.pt, a new epoch_N.pt, or a new last.pt when nothing
+        was pushed for `every`."""
+        verified = self._verified_entries()
+        due = (
+            self._last_verified is None
+            or self.clock.monotonic() - self._last_verified >= self.every
+        )
+        for item in complete:
+            if not self.stager.fresh(item):
+                continue
+            name = Path(item.relpath).name
+            if name == "best.pt" or (is_immutable(item.relpath) and item.relpath not in verified):
+                return True
+            if due:
+                return True
+        return False
+
+    def _push(self, final: bool, always: bool, checkpoint_only: bool) -> PushRecord | None:
+        complete = self.stager.complete()
+        if checkpoint_only and not self._warranted(complete):
+            return None
+        started = self.clock.monotonic()
+        staged = self.stager.stage(final, complete)
+        verified = self._verified_entries()
+        uploads = [s for s in staged if verified.get(s.entry.path) != s.entry]
+        if not uploads and not always:
+            return None
+        entries = {**verified, **{s.entry.path: s.entry for s in staged}}
+        entries.pop(MANIFEST, None)
+        epochs = [e.epoch for p, e in entries.items() if p.startswith("weights/") and e.epoch]
+        epoch = max(epochs) if epochs else None
+        manifest = Manifest(
+            run=self.spec.name,
+            epoch=epoch,
+            time=utc_iso(self.clock.time()),
+            final=final,
+            entries=tuple(sorted(entries.values(), key=lambda e: e.path)),
+        )
+        manifest_file = self.stager.add_manifest(
+            json.dumps(manifest.to_json(), indent=2, sort_keys=True) + "\n"
+        )
+        uploads.append(manifest_file)
+        what = f"epoch {epoch}" if epoch is not None else "no epoch yet"
+        message = f"runspec: {what}{' (final)' if final else ''}"
+
+        sending = self.clock.monotonic()
+        with self._cond:
+            self._last_commit = sending
+        commit = self.target.push(uploads, message)
+        sent = self.clock.monotonic() - sending
+        problems = self.target.verify(commit, [*manifest.entries, manifest_file.entry], uploads)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise PushFailed(
+                f"push of {what} to {self.target.description} NOT verified: {problems[0]}{more}"
+            )
+        return self._verified_push(manifest, commit, uploads, started, sent)
+
+    def _verified_push(
+        self,
+        manifest: Manifest,
+        commit: str | None,
+        uploads: list[StagedFile],
+        started: float,
+        sent: float,
+    ) -> PushRecord:
+        nbytes = sum(item.entry.size for item in uploads)
+        seconds = self.clock.monotonic() - started
+        manifest.write(self.verified_file)
+        self.verified = manifest
+        self._sent_bytes += nbytes
+        self._sent_seconds += sent
+        self._failures = 0
+        with self._cond:
+            self._last_verified = self.clock.monotonic()
+            self._retry_at = None
+        pushed = PushRecord(
+            epoch=manifest.epoch,
+            time=manifest.time,
+            commit=commit,
+            files=sorted([*manifest.by_path(), MANIFEST]),
+            bytes=nbytes,
+            seconds=round(seconds, 3),
+            final=manifest.final,
+        )
+        self.record.last_push = pushed
+        self.record.push_error = None
+        self.store.save(self.record)
+        self.stager.release(manifest.by_path())
+        at = f" (commit {commit[:10]})" if commit else ""
+        what = f"epoch {manifest.epoch}" if manifest.epoch is not None else "run files"
+        self.progress(
+            f"pushed {what}{' (final)' if manifest.final else ''} to {self.target.description}: "
+            f"{len(uploads)} files, {format_bytes(nbytes)} in {seconds:.1f} s, verified{at}"
+        )
+        return pushed
