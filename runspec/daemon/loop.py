@@ -403,9 +403,12 @@ class Daemon:
         self.progress(f"{worker.name}: state saved; the trainer keeps running")
 
     def _summary(self) -> None:
-        if not self.ended:
+        for name in sorted(self.broken):
+            record = self.store.load(name)
+            status = record.status.value if record else "unknown"
+            self.progress(f"summary {name}: NOT finished (stuck at {status}; see the log above)")
+        if not self.ended and not self.broken:
             self.progress("nothing to do: the queue is empty")
-            return
         for record in self.ended:
             ended = record.termination.value if record.termination else "ended"
             push = record.last_push

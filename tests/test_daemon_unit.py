@@ -1,0 +1,75 @@
+"""The unit file and `runspec install`: systemd's own verifier must accept what we install."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.fixtures_daemon import REPO
+
+UNIT = REPO / "systemd" / "runspecd.service"
+
+
+def _install(root: Path) -> subprocess.CompletedProcess[str]:
+    runspec = Path(sys.executable).with_name("runspec")
+    return subprocess.run(
+        [sys.executable, "-m", "runspec", "install", "--root", str(root), "--exec", str(runspec)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        check=False,
+    )
+
+
+def test_every_setting_in_the_unit_is_commented() -> None:
+    # A comment may cover a small group of settings (Wants= and After=) right below it.
+    lines = UNIT.read_text().splitlines()
+    for i, line in enumerate(lines):
+        if "=" in line and not line.startswith("#"):
+            j = i - 1
+            while j > 0 and "=" in lines[j] and not lines[j].startswith("#"):
+                j -= 1
+            assert lines[j].startswith("#") and i - j <= 2, f"uncommented setting: {line}"
+
+
+def test_install_puts_files_in_place_and_systemd_verifies_the_unit(tmp_path: Path) -> None:
+    out = _install(tmp_path)
+    assert out.returncode == 0, out.stderr
+    unit = tmp_path / "etc/systemd/system/runspecd.service"
+    text = unit.read_text()
+    assert f"ExecStart={Path(sys.executable).with_name('runspec')} daemon" in text
+    for setting in ("Type=notify", "NotifyAccess=main", "WatchdogSec=", "Restart=on-failure",
+                    "KillMode=process", "EnvironmentFile=-/etc/runspec/env", "ExecReload="):  # fmt: skip
+        assert setting in text
+    for folder in ("var/lib/runspec", "var/lib/runspec/inbox"):
+        assert stat.S_IMODE((tmp_path / folder).stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "etc/runspec/env").stat().st_mode) == 0o600
+    assert (tmp_path / "etc/runspec/runspecd.yaml").exists()
+    verify = subprocess.run(
+        ["systemd-analyze", "verify", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "SYSTEMD_LOG_LEVEL": "notice"},
+    )
+    assert verify.returncode == 0, verify.stderr
+    assert verify.stderr == ""
+
+
+def test_installed_default_config_loads_and_install_keeps_an_edited_one(tmp_path: Path) -> None:
+    assert _install(tmp_path).returncode == 0
+    config = tmp_path / "etc/runspec/runspecd.yaml"
+    config.write_text("hourly_cost: 2.5\n")
+    assert _install(tmp_path).returncode == 0
+    assert config.read_text() == "hourly_cost: 2.5\n"
+    from runspec.daemon.config import DEFAULT_CONFIG_TEXT, load_config
+
+    config.write_text(DEFAULT_CONFIG_TEXT)
+    cfg = load_config(config, state=tmp_path / "s")
+    assert cfg.inbox == tmp_path / "s" / "inbox"
+    assert cfg.idle_finish is None

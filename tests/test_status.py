@@ -1,0 +1,143 @@
+"""`runspec status`, `logs` and `cancel`, reading and writing the state folder as users would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from runspec.accept import accept
+from runspec.clock import SYSTEM, utc_iso
+from runspec.loader import load_spec_text
+from runspec.state import PushRecord, RecordStore, RunStatus
+from tests.fixtures_daemon import REPO, spec_text
+
+
+def _runspec(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runspec", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        check=False,
+    )
+
+
+def _accept(state: Path, name: str) -> None:
+    accept(load_spec_text(spec_text(name), f"{name}.yaml"), state, {"via": "test"}, SYSTEM)
+
+
+def _training(state: Path, name: str) -> Path:
+    """A run part-way through training, its record as the lifecycle leaves it."""
+    _accept(state, name)
+    store = RecordStore(state)
+    record = store.load(name)
+    assert record is not None
+    now = SYSTEM.time()
+    record.started_at = utc_iso(now - 600)
+    record.deadline = utc_iso(now + 3 * 3600)
+    record.total_epochs = 100
+    record.epoch = 12
+    run_dir = state / "runs" / name
+    run_dir.mkdir(parents=True)
+    record.run_dir = str(run_dir)
+    record.last_push = PushRecord(epoch=10, time=utc_iso(now - 60), commit=None, files=["a"])
+    for status in (RunStatus.PREFLIGHT, RunStatus.STAGING, RunStatus.TRAINING):
+        store.transition(record, status, "test")
+    return run_dir
+
+
+def test_status_table_and_json(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    run_dir = _training(state, "alpha")
+    _accept(state, "beta")
+    out = _runspec("status", "--state", str(state))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"runspecd: not running ({state})"
+    assert lines[1].split() == [
+        "NAME",
+        "STATE",
+        "EPOCH",
+        "ETA",
+        "BEST",
+        "LAST",
+        "PUSH",
+        "BUDGET",
+        "LEFT",
+        "COST",
+    ]
+    alpha = next(line for line in lines if line.startswith("alpha"))
+    assert "training" in alpha and "12/100" in alpha and "epoch 10" in alpha
+    assert "2h59m" in alpha or "3h00m" in alpha
+    beta = next(line for line in lines if line.startswith("beta"))
+    assert "queued" in beta
+    assert f"charts for alpha: libreyolo monitor {run_dir} --no-browser" in out.stdout
+
+    out = _runspec("status", "alpha", "--state", str(state), "--format", "json")
+    rows = json.loads(out.stdout)
+    assert [r["name"] for r in rows] == ["alpha"]
+    assert rows[0]["epoch"] == 12 and rows[0]["last_push"]["epoch"] == 10
+    assert 3 * 3600 - 120 < rows[0]["budget_left_seconds"] <= 3 * 3600
+
+
+def test_status_of_an_unknown_run_is_a_usage_error(tmp_path: Path) -> None:
+    out = _runspec("status", "nope", "--state", str(tmp_path))
+    assert out.returncode == 2
+    assert "no run named 'nope'" in out.stderr
+
+
+def test_logs_prints_the_training_log(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    run_dir = _training(state, "gamma")
+    (run_dir / "train.log").write_text("epoch 1/100 loss 3.2\nepoch 2/100 loss 2.9\n")
+    out = _runspec("logs", "gamma", "--state", str(state))
+    assert out.returncode == 0
+    assert out.stdout == "epoch 1/100 loss 3.2\nepoch 2/100 loss 2.9\n"
+
+
+def test_logs_follow_ends_with_the_run(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    run_dir = _training(state, "delta")
+    log = run_dir / "train.log"
+    log.write_text("first\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runspec", "logs", "delta", "-f", "--state", str(state)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "first\n"
+    with log.open("a") as fh:
+        fh.write("second\n")
+    assert proc.stdout.readline() == "second\n"
+    store = RecordStore(state)
+    record = store.load("delta")
+    assert record is not None
+    with log.open("a") as fh:
+        fh.write("last\n")
+    for status in (RunStatus.STOPPING, RunStatus.PUSHING, RunStatus.FINISHED):
+        store.transition(record, status, "test")
+    assert proc.wait(timeout=30) == 0
+    assert proc.stdout.read() == "last\n"
+
+
+def test_cancel_a_queued_run(tmp_path: Path, make_daemon) -> None:  # type: ignore[no-untyped-def]
+    daemon = make_daemon()
+    _accept(daemon.state, "queued-one")
+    out = _runspec("cancel", "queued-one", "--state", str(daemon.state))
+    assert out.returncode == 0, out.stderr
+    assert "removes queued-one from the queue" in out.stdout
+    daemon.start("--once")
+    assert daemon.wait() == 0
+    record = RecordStore(daemon.state).load("queued-one")
+    assert record is not None
+    assert record.status is RunStatus.FINISHED
+    assert record.termination is not None and record.termination.value == "cancelled"
+    assert record.started_at is None  # it never left the queue
+    assert "queued-one: cancelled while queued" in daemon.output
+    out = _runspec("cancel", "queued-one", "--state", str(daemon.state))
+    assert out.returncode == 2 and "already finished" in out.stderr

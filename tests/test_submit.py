@@ -1,0 +1,92 @@
+"""`runspec submit`: validation, git provenance, an atomic copy the daemon picks up."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.fixtures_daemon import REPO, DaemonProc, spec_text, wait_until
+
+
+def _run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        list(args), capture_output=True, text=True, timeout=60, cwd=cwd, check=False
+    )
+
+
+def _git_repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "experiments"
+    (repo / "specs").mkdir(parents=True)
+    _run("git", "init", "-q", str(repo))
+    _run("git", "-C", str(repo), "config", "user.email", "t@example.invalid")
+    _run("git", "-C", str(repo), "config", "user.name", "t")
+    _run(
+        "git",
+        "-C",
+        str(repo),
+        "remote",
+        "add",
+        "origin",
+        "https://me:hf_secret@example.invalid/x.git",
+    )
+    return repo
+
+
+def test_submit_records_git_provenance_and_the_daemon_keeps_it(make_daemon, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    repo = _git_repo(tmp_path)
+    spec = repo / "specs" / "run1.yaml"
+    spec.write_text(spec_text("run1"))
+    _run("git", "-C", str(repo), "add", ".")
+    _run("git", "-C", str(repo), "commit", "-qm", "run1")
+    commit = _run("git", "-C", str(repo), "rev-parse", "HEAD").stdout.strip()
+    (repo / "notes.txt").write_text("uncommitted\n")  # the tree is dirty, the spec is not
+
+    daemon: DaemonProc = make_daemon()
+    out = _run(sys.executable, "-m", "runspec", "submit", str(spec), "--inbox", str(daemon.inbox))
+    assert out.returncode == 0, out.stderr
+    assert f"submitted run1 from specs/run1.yaml at {commit[:12]} (dirty tree)" in out.stdout
+    assert spec.read_text() == spec_text("run1")  # the user's file stays
+    assert (daemon.inbox / "run1.yaml").read_text() == spec_text("run1")
+
+    daemon.start()
+    daemon.wait_ready()
+    provenance_file = daemon.state / "jobs" / "run1" / "provenance.json"
+    wait_until(provenance_file.exists, what="the accepted run's provenance")
+    provenance = json.loads(provenance_file.read_text())
+    assert provenance["via"] == "runspec submit"
+    assert provenance["git"]["commit"] == commit
+    assert provenance["git"]["path"] == "specs/run1.yaml"
+    assert provenance["git"]["dirty"] is True
+    assert provenance["git"]["spec_modified"] is False
+    assert provenance["source_path"] == str(spec)
+    assert "hf_secret" not in provenance_file.read_text()
+    assert not list(daemon.inbox.glob(".*provenance*"))
+
+
+def test_submit_outside_git_and_twice(tmp_path: Path) -> None:
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    spec = tmp_path / "plain.yaml"
+    spec.write_text(spec_text("plain"))
+    out = _run(
+        sys.executable, "-m", "runspec", "submit", str(spec), "--inbox", str(inbox), "--json"
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["submitted"] is True and "git" not in result
+    again = _run(sys.executable, "-m", "runspec", "submit", str(spec), "--inbox", str(inbox))
+    assert again.returncode == 2
+    assert "already waiting in the inbox" in again.stderr
+
+
+def test_submit_refuses_an_invalid_spec(tmp_path: Path) -> None:
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(spec_text("bad").replace("epochs: 2", "epochs: zero"))
+    out = _run(sys.executable, "-m", "runspec", "submit", str(spec), "--inbox", str(inbox))
+    assert out.returncode == 1
+    assert f"{spec}:7:11: /train/epochs:" in out.stdout
+    assert list(inbox.iterdir()) == []
