@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from runspec.daemon.config import DEFAULT_CONFIG_TEXT, load_config
 from tests.fixtures_daemon import REPO
 
 UNIT = REPO / "systemd" / "runspecd.service"
@@ -42,8 +43,9 @@ def test_install_puts_files_in_place_and_systemd_verifies_the_unit(tmp_path: Pat
     unit = tmp_path / "etc/systemd/system/runspecd.service"
     text = unit.read_text()
     assert f"ExecStart={Path(sys.executable).with_name('runspec')} daemon" in text
-    for setting in ("Type=notify", "NotifyAccess=main", "WatchdogSec=", "Restart=on-failure",
-                    "KillMode=process", "EnvironmentFile=-/etc/runspec/env", "ExecReload="):  # fmt: skip
+    expected = ["Type=notify", "NotifyAccess=main", "WatchdogSec=", "Restart=on-failure"]
+    expected += ["KillMode=process", "EnvironmentFile=-/etc/runspec/env", "ExecReload="]
+    for setting in expected:
         assert setting in text
     for folder in ("var/lib/runspec", "var/lib/runspec/inbox"):
         assert stat.S_IMODE((tmp_path / folder).stat().st_mode) == 0o700
@@ -67,8 +69,6 @@ def test_installed_default_config_loads_and_install_keeps_an_edited_one(tmp_path
     config.write_text("hourly_cost: 2.5\n")
     assert _install(tmp_path).returncode == 0
     assert config.read_text() == "hourly_cost: 2.5\n"
-    from runspec.daemon.config import DEFAULT_CONFIG_TEXT, load_config
-
     config.write_text(DEFAULT_CONFIG_TEXT)
     cfg = load_config(config, state=tmp_path / "s")
     assert cfg.inbox == tmp_path / "s" / "inbox"
