@@ -50,6 +50,7 @@ _TOP_HINTS = {
     "train": "model and epochs at least",
     "budget": "wall_clock at least, e.g. budget: {wall_clock: 6h}",
 }
+_YAML11_BOOLS = ("yes", "no", "on", "off", "y", "n")
 _TYPE_NAMES = {
     "object": "a mapping",
     "array": "a list",
@@ -91,8 +92,14 @@ def show(value: Any) -> str:
 
 
 def _did_you_mean(word: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    # A close spelling first; else the keys it starts (`warmup` -> `warmup_epochs`). Dashed
+    # spellings of underscored keys are aliases, not suggestions.
+    choices = [c for c in choices if "-" not in c or c.replace("-", "_") not in choices]
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.75)
+    close = close or sorted(c for c in choices if c.startswith(word) and c != word)[:3]
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(repr(c) for c in close) + "?)"
 
 
 class _Reporter:
@@ -149,8 +156,8 @@ def _schema_problems(error: Any, report: _Reporter) -> None:
             else:
                 message = f"missing required key {key!r}"
             report.missing(path, key, message)
-    elif kind == "not" and isinstance(error.validator_value, dict) and custom:
-        for key in error.validator_value.get("required", []):
+    elif kind == "not" and custom and "required" in error.validator_value:
+        for key in error.validator_value["required"]:
             report.add((*path, key), custom, at_key=True)
     elif kind == "oneOf" and isinstance(instance, dict):
         choices = [branch["required"][0] for branch in error.validator_value]
@@ -163,7 +170,8 @@ def _schema_problems(error: Any, report: _Reporter) -> None:
         else:
             message = f"give one of {listed}"
         report.add(path, message, at_key=True)
-    elif kind == "propertyNames":
+    elif "propertyNames" in error.relative_schema_path:
+        # jsonschema reports a bad key at its object's path, the key itself as the instance.
         report.add(
             (*path, instance),
             f"{instance!r} is not an environment variable name: use letters, digits and '_', "
@@ -175,7 +183,10 @@ def _schema_problems(error: Any, report: _Reporter) -> None:
     elif kind == "type":
         wanted = error.validator_value
         names = [_TYPE_NAMES[t] for t in ([wanted] if isinstance(wanted, str) else wanted)]
-        report.add(path, f"expected {' or '.join(names)}, got {show(instance)}")
+        hint = ""
+        if wanted == "boolean" and isinstance(instance, str) and instance.lower() in _YAML11_BOOLS:
+            hint = " (YAML 1.2 reads yes/no/on/off as strings: write true or false)"
+        report.add(path, f"expected {' or '.join(names)}, got {show(instance)}{hint}")
     elif kind == "enum":
         choices = [str(c) for c in error.validator_value]
         hint = _did_you_mean(instance, choices) if isinstance(instance, str) else ""
