@@ -1,0 +1,210 @@
+"""The deadline planner: does one more epoch still fit before the end must begin?
+
+The run's deadline is fixed when the run starts (started_at + wall_clock, persisted as UTC in the
+run record, so preflight and staging count and a restart keeps it). Inside a process the planner
+anchors that deadline to the monotonic clock once, so a wall-clock jump (NTP on a fresh machine)
+does not move it.
+
+The reserve is what the end needs: the final push (bytes still to push over the upload rate
+measured on this run, a cautious default before the first push) plus the finish action plus a
+margin; or the spec's fixed `budget.reserve`. `deadline - reserve` is the point of no return: an
+epoch still running then is interrupted. At each epoch end the planner predicts the next epoch
+from the longest recent epoch of the same kind (validating epochs take longer), never the mean.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from runspec.clock import SYSTEM, Clock, parse_utc_iso
+from runspec.model import FinishAction, Spec
+from runspec.state import RunRecord
+
+DEFAULT_UPLOAD_RATE = 10e6  # bytes/s assumed before this run has measured a push
+MIN_UPLOAD_RATE = 0.5e6  # bytes/s; a measured rate below this is taken as this (a floor)
+PUSH_OVERHEAD_S = 5.0  # commit, verification and Hub round trips on top of the bytes
+PUSH_SAFETY = 1.25  # the bytes' time is stretched by this: rates wobble
+MARGIN_S = 10.0
+MIN_RESERVE_S = 15.0
+RECENT = 5  # epochs of each kind the prediction looks back over
+# With no validating epoch seen yet, the next validating one is predicted as the longest
+# non-validating one times this (validation on the val split, plus best.pt).
+VALIDATION_FACTOR = 1.5
+
+# Expected seconds from the verified push until the finish action has done its part.
+FINISH_SECONDS: dict[FinishAction, float] = {
+    FinishAction.NONE: 0.0,
+    FinishAction.COMMAND: 15.0,
+    FinishAction.POWEROFF: 10.0,
+    FinishAction.STOP: 30.0,
+    FinishAction.DESTROY: 30.0,
+    FinishAction.AUTO: 30.0,
+}
+
+
+def deadline_of(record: RunRecord) -> float:
+    """The run's persisted deadline (UTC); it never moves once the run has started."""
+    if record.deadline is None:
+        raise ValueError(f"run {record.name} has not started: no deadline yet")
+    return parse_utc_iso(record.deadline)
+
+
+def eval_interval_of(spec: Spec) -> int:
+    """LibreYOLO's `eval_interval` for this spec (`val: false` turns validation off: 0).
+
+    10 is the `libreyolo train` default (and TrainConfig's for the detection families).
+    """
+    args = spec.train.args
+    if args.get("val") in (False, "false", "False", 0):
+        return 0
+    value = args.get("eval_interval", 10)
+    return int(value) if isinstance(value, int | float | str) else 10
+
+
+def validates(epoch: int, total_epochs: int, eval_interval: int) -> bool:
+    """Whether LibreYOLO validates after `epoch` (1-based), as its trainer decides.
+
+    libreyolo/training/trainer.py `_should_validate_epoch` (0-based e): off when
+    eval_interval <= 0, else `(e + 1) % eval_interval == 0` or the final epoch.
+    """
+    if eval_interval <= 0:
+        return False
+    return epoch % eval_interval == 0 or epoch >= total_epochs
+
+
+@dataclass(frozen=True)
+class Decision:
+    fits: bool
+    now: float  # wall time of the decision
+    predicted_epoch_s: float | None
+    reserve_s: float
+    point_of_no_return: float  # wall time
+    reason: str
+
+
+class Planner:
+    def __init__(
+        self,
+        deadline: float,
+        fixed_reserve: float | None,
+        clock: Clock = SYSTEM,
+        *,
+        finish_seconds: float = FINISH_SECONDS[FinishAction.AUTO],
+        margin: float = MARGIN_S,
+        default_rate: float = DEFAULT_UPLOAD_RATE,
+    ) -> None:
+        self.deadline = deadline
+        self.fixed_reserve = fixed_reserve
+        self.clock = clock
+        self.finish_seconds = finish_seconds
+        self.margin = margin
+        self.default_rate = default_rate
+        # The deadline on the monotonic clock, anchored once.
+        self._mono_deadline = clock.monotonic() + (deadline - clock.time())
+        self._epochs: dict[int, tuple[float, bool]] = {}
+        self._uploads: deque[tuple[int, float]] = deque(maxlen=10)
+        self._last_reserve: float | None = None
+
+    @classmethod
+    def for_spec(cls, spec: Spec, record: RunRecord, clock: Clock = SYSTEM) -> Planner:
+        """The planner of a started run (after a restart too: the deadline is the record's)."""
+        return cls(
+            deadline_of(record),
+            spec.budget.reserve,
+            clock,
+            finish_seconds=FINISH_SECONDS[spec.finish.action],
+        )
+
+    # What happened.
+    def record_epoch(self, epoch: int, seconds: float, validated: bool) -> None:
+        """An epoch's length; a resumed run repeating an epoch number replaces it."""
+        self._epochs[epoch] = (max(0.0, seconds), validated)
+
+    def record_upload(self, nbytes: int, seconds: float) -> None:
+        if nbytes > 0 and seconds > 0:
+            self._uploads.append((nbytes, seconds))
+
+    # Time.
+    def remaining(self) -> float:
+        """Seconds until the deadline (negative once past)."""
+        return self._mono_deadline - self.clock.monotonic()
+
+    def _wall(self, mono: float) -> float:
+        return self.clock.time() + (mono - self.clock.monotonic())
+
+    # The end's needs.
+    def measured_rate(self) -> float | None:
+        total_bytes = sum(b for b, _ in self._uploads)
+        total_s = sum(s for _, s in self._uploads)
+        return total_bytes / total_s if total_s > 0 else None
+
+    def reserve(self, pending_bytes: int, upload_rate: float | None = None) -> float:
+        """Seconds to keep free before the deadline for the final push and the finish."""
+        if self.fixed_reserve is not None:
+            reserve = self.fixed_reserve
+        else:
+            rate = upload_rate or self.measured_rate() or self.default_rate
+            rate = max(rate, MIN_UPLOAD_RATE)
+            push = PUSH_OVERHEAD_S + PUSH_SAFETY * max(0, pending_bytes) / rate
+            reserve = max(MIN_RESERVE_S, push + self.finish_seconds + self.margin)
+        self._last_reserve = reserve
+        return reserve
+
+    def point_of_no_return(
+        self, pending_bytes: int | None = None, upload_rate: float | None = None
+    ) -> float:
+        """Wall time after which an epoch still running is interrupted."""
+        if pending_bytes is None:
+            reserve = self._last_reserve if self._last_reserve is not None else self.reserve(0)
+        else:
+            reserve = self.reserve(pending_bytes, upload_rate)
+        return self._wall(self._mono_deadline - reserve)
+
+    def stop_at(self) -> float:
+        """The wall time training must be over by (the trainer's control-folder deadline).
+
+        The trainer does not start an epoch that its longest epoch so far would carry past this
+        time; the lifecycle rewrites it whenever the reserve changes (after each push).
+        """
+        return self.point_of_no_return()
+
+    # The prediction.
+    def predict_epoch(self, next_validates: bool) -> float | None:
+        """The next epoch's length: the longest of the last few of its kind; None if unknown."""
+        ordered = [self._epochs[e] for e in sorted(self._epochs)]
+        same = [s for s, v in ordered if v == next_validates][-RECENT:]
+        if same:
+            return max(same)
+        if not ordered:
+            return None
+        longest = max(s for s, _ in ordered[-RECENT:])
+        # Only the other kind seen: a validating epoch is longer than a plain one; a plain one
+        # is at most as long as a validating one.
+        return longest * VALIDATION_FACTOR if next_validates else longest
+
+    def fits_another_epoch(
+        self, next_validates: bool, pending_bytes: int, upload_rate: float | None = None
+    ) -> bool:
+        return self.decide(next_validates, pending_bytes, upload_rate).fits
+
+    def decide(
+        self, next_validates: bool, pending_bytes: int, upload_rate: float | None = None
+    ) -> Decision:
+        reserve = self.reserve(pending_bytes, upload_rate)
+        left = self.remaining() - reserve  # seconds until the point of no return
+        predicted = self.predict_epoch(next_validates)
+        now = self.clock.time()
+        pnr = now + left
+        if left <= 0:
+            return Decision(False, now, predicted, reserve, pnr, "past the point of no return")
+        if predicted is None:
+            return Decision(True, now, None, reserve, pnr, "no epoch measured yet")
+        kind = "validating" if next_validates else "training-only"
+        fits = predicted <= left
+        verb = "fits" if fits else "does not fit"
+        reason = (
+            f"next {kind} epoch (~{predicted:.1f} s) {verb} in the {left:.1f} s before the "
+            f"reserve ({reserve:.1f} s)"
+        )
+        return Decision(fits, now, predicted, reserve, pnr, reason)

@@ -1,0 +1,29 @@
+"""`runspec cost SPEC`: what the run and the idle machine will cost; stop vs destroy."""
+
+# Imports inside run(): `runspec --help` builds every parser and must stay quick.
+# ruff: noqa: PLC0415
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from runspec.commands import add_format, print_json
+from runspec.errors import EXIT_OK
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("spec", type=Path, help="the run spec (YAML)")
+    add_format(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from runspec.cost import estimate
+    from runspec.loader import load_spec
+
+    result = estimate(load_spec(args.spec))
+    if args.format == "json":
+        print_json(result.to_json())
+    else:
+        print(result.render_text())
+    return EXIT_OK
