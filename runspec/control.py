@@ -7,6 +7,7 @@ because the trainer must keep obeying after its supervisor died or restarted.
     <control_dir>/stop        a stop request; its text is the reason
     <control_dir>/deadline    the wall time (UTC) training must have stopped by
     <control_dir>/epoch.json  the epoch marker, written by the trainer at each epoch end
+    <control_dir>/stopping    written by the callback as it stops training (the reason)
     <control_dir>/result.json how the trainer ended, written just before it exits
 
 Stdlib only: the daemon and the pusher import this without torch.
@@ -27,6 +28,7 @@ STOP_FILE = "stop"
 DEADLINE_FILE = "deadline"
 EPOCH_MARKER_FILE = "epoch.json"
 RESULT_FILE = "result.json"
+STOPPING_FILE = "stopping"
 
 # The trainer's exit codes; result.json says the same in words.
 EXIT_COMPLETED = 0
@@ -177,6 +179,19 @@ def read_epoch_marker(control_dir: Path) -> EpochMarker | None:
         return None
 
 
+def mark_stopping(control_dir: Path, reason: str) -> None:
+    """The callback's note that it is ending training on purpose. Under multi-GPU the trainer
+    only sees the coordinator's generic failure; this file says it was a stop, and why."""
+    _write_atomic(control_dir / STOPPING_FILE, reason)
+
+
+def stopping_reason(control_dir: Path) -> str | None:
+    try:
+        return (control_dir / STOPPING_FILE).read_text().strip() or "stopped"
+    except FileNotFoundError:
+        return None
+
+
 # --- result ---------------------------------------------------------------------------------
 
 
@@ -246,4 +261,5 @@ def clear_for_launch(control_dir: Path) -> None:
     """
     control_dir.mkdir(parents=True, exist_ok=True)
     clear_stop(control_dir)
+    (control_dir / STOPPING_FILE).unlink(missing_ok=True)
     (control_dir / RESULT_FILE).unlink(missing_ok=True)

@@ -1,0 +1,380 @@
+"""Start the trainer detached from whoever started it, find it again, and stop it safely.
+
+Where systemd runs (/run/systemd/system exists) the trainer is its own transient unit, so it
+outlives the daemon and its whole cgroup (LibreYOLO's multi-GPU coordinator included) can be
+signalled. Elsewhere it runs in its own session, output to `<run_dir>/console.log`. Either way
+its identity (pid, start time, boot id, and the unit) goes to `<job_dir>/trainer.json`, and is
+checked before any signal: a recycled pid is never signalled.
+
+Light: no torch, no libreyolo (the daemon imports this).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from runspec import control
+from runspec.clock import SYSTEM, Clock
+from runspec.control import TrainerOutcome, TrainerResult
+from runspec.errors import RunspecError
+from runspec.identity import ProcessIdentity
+from runspec.model import Spec
+from runspec.paths import RunPaths
+
+log = logging.getLogger("runspec.launcher")
+
+JOB_FILE = "train_job.json"
+TRAINER_FILE = "trainer.json"
+CONSOLE_LOG = "console.log"
+SYSTEMD_RUNNING = Path("/run/systemd/system")
+_POLL = 0.2  # seconds between checks while waiting for the trainer to exit
+_TERM_GRACE = 10.0  # after SIGTERM, before SIGKILL
+_START_TIMEOUT = 30.0  # for systemd-run to report the unit's main pid
+
+
+class LaunchError(RunspecError):
+    """The trainer could not be started."""
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    """Everything the trainer program needs, written as JSON beside the run's record."""
+
+    name: str
+    model: str
+    data: str  # the data.yaml, absolute
+    epochs: int
+    batch: int
+    imgsz: int | tuple[int, int]
+    device: str  # "cpu", "all" or GPU indices "0,1"
+    save_period: int
+    project: str  # LibreYOLO's project folder; the run folder is project/name
+    control_dir: str
+    work_dir: str  # the trainer's working directory: the persistent weights cache
+    log: str  # where the trainer's stdout/stderr go
+    args: dict[str, Any] = field(default_factory=dict)  # other LibreYOLO train options
+    env: dict[str, str] = field(default_factory=dict)  # extra, non-secret environment
+    resume_from: str | None = None
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.project) / self.name
+
+    @classmethod
+    def from_spec(
+        cls, spec: Spec, paths: RunPaths, data_yaml: Path, resume_from: Path | None = None
+    ) -> TrainJob:
+        t = spec.train
+        return cls(
+            name=spec.name,
+            model=t.model,
+            data=str(Path(data_yaml).resolve()),
+            epochs=t.epochs,
+            batch=t.batch,
+            imgsz=t.imgsz,
+            device=t.device,
+            save_period=t.save_period,
+            project=str(paths.project.resolve()),
+            control_dir=str(paths.control_dir.resolve()),
+            work_dir=str(paths.weights_cache.resolve()),
+            log=str((paths.run_dir / CONSOLE_LOG).resolve()),
+            args=dict(t.args),
+            env=dict(spec.env),
+            resume_from=None if resume_from is None else str(Path(resume_from).resolve()),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        if isinstance(self.imgsz, tuple):
+            data["imgsz"] = list(self.imgsz)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TrainJob:
+        values = dict(data)
+        if isinstance(values.get("imgsz"), list):
+            values["imgsz"] = tuple(values["imgsz"])
+        return cls(**values)
+
+    def write(self, path: Path) -> None:
+        control._write_atomic(path, json.dumps(self.to_json(), indent=2) + "\n")
+
+    @classmethod
+    def read(cls, path: Path) -> TrainJob:
+        return cls.from_json(json.loads(path.read_text()))
+
+
+def unit_name(name: str) -> str:
+    return "runspec-train-" + re.sub(r"[^A-Za-z0-9_.-]", "_", name) + ".service"
+
+
+def _trainer_argv(job_file: Path) -> list[str]:
+    return [sys.executable, "-m", "runspec.trainer", "--job", str(job_file)]
+
+
+def _start_session(job: TrainJob, job_file: Path) -> tuple[subprocess.Popen[bytes], int]:
+    Path(job.log).parent.mkdir(parents=True, exist_ok=True)
+    Path(job.work_dir).mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **job.env}  # secrets are inherited, never put on a command line
+    with open(job.log, "ab") as out:
+        proc = subprocess.Popen(
+            _trainer_argv(job_file),
+            cwd=job.work_dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return proc, proc.pid
+
+
+def _systemctl(*args: str) -> list[str]:
+    user = ["--user"] if os.geteuid() != 0 else []
+    return ["systemctl", *user, *args]
+
+
+def _start_unit(job: TrainJob, job_file: Path, environment_file: Path | None) -> tuple[str, int]:
+    unit = unit_name(job.name)
+    Path(job.log).parent.mkdir(parents=True, exist_ok=True)
+    Path(job.work_dir).mkdir(parents=True, exist_ok=True)
+    cmd = ["systemd-run"] + (["--user"] if os.geteuid() != 0 else [])
+    cmd += [
+        f"--unit={unit}",
+        "--collect",
+        "--no-block",
+        f"--property=WorkingDirectory={job.work_dir}",
+        f"--property=StandardOutput=append:{job.log}",
+        f"--property=StandardError=append:{job.log}",
+        # The trainer's own SIGTERM handler asks for a graceful stop; the whole cgroup (the
+        # multi-GPU coordinator and its ranks) is killed only when `systemctl kill` says so.
+        "--property=KillMode=mixed",
+        "--property=TimeoutStopSec=60",
+    ]
+    if environment_file is not None:
+        # The daemon's own EnvironmentFile (0600): the token is read from where the user put it.
+        cmd.append(f"--property=EnvironmentFile={environment_file}")
+    # The spec's env holds no secrets (spec-v1: "never secrets"), so --setenv is safe for it.
+    cmd += [f"--setenv={k}={v}" for k, v in sorted(job.env.items())]
+    cmd += ["--", *_trainer_argv(job_file)]
+    try:
+        subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=_START_TIMEOUT)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise LaunchError(f"could not start the trainer unit {unit}: {exc}") from exc
+    for _ in range(int(_START_TIMEOUT / _POLL)):
+        out = subprocess.run(
+            _systemctl("show", "-p", "MainPID", "--value", unit),
+            capture_output=True,
+            text=True,
+            timeout=_START_TIMEOUT,
+            check=False,
+        )
+        pid = int(out.stdout.strip() or 0)
+        if pid > 0:
+            return unit, pid
+        SYSTEM.sleep(_POLL)
+    raise LaunchError(f"the trainer unit {unit} did not start within {_START_TIMEOUT:.0f}s")
+
+
+def start(
+    job: TrainJob,
+    paths: RunPaths,
+    *,
+    use_systemd: bool | None = None,
+    environment_file: Path | None = None,
+    clock: Clock = SYSTEM,
+    log_line: Callable[[str], None] | None = None,
+) -> TrainerHandle:
+    """Start the trainer for `job`; its identity is saved to `<job_dir>/trainer.json`."""
+    if use_systemd is None:
+        use_systemd = SYSTEMD_RUNNING.is_dir() and shutil.which("systemd-run") is not None
+    control_dir = Path(job.control_dir)
+    control.clear_for_launch(control_dir)
+    job_file = paths.job_dir / JOB_FILE
+    job.write(job_file)
+    proc: subprocess.Popen[bytes] | None = None
+    unit: str | None = None
+    if use_systemd:
+        unit, pid = _start_unit(job, job_file, environment_file)
+    else:
+        proc, pid = _start_session(job, job_file)
+    ident = ProcessIdentity.of(pid)
+    if ident is None:
+        # It died before we could look at it: still record what we know, alive() says False.
+        ident = ProcessIdentity(pid=pid, start_ticks=-1, boot_id="")
+    handle = TrainerHandle(
+        identity=ident,
+        unit=unit,
+        control_dir=control_dir,
+        run_dir=job.run_dir,
+        trainer_file=paths.job_dir / TRAINER_FILE,
+        started_at=clock.time(),
+        clock=clock,
+        log_line=log_line,
+        _proc=proc,
+    )
+    handle.save()
+    handle._log(f"trainer started: pid {pid}" + (f", unit {unit}" if unit else ""))
+    return handle
+
+
+@dataclass
+class TrainerHandle:
+    identity: ProcessIdentity
+    unit: str | None
+    control_dir: Path
+    run_dir: Path
+    trainer_file: Path
+    started_at: float
+    clock: Clock = SYSTEM
+    log_line: Callable[[str], None] | None = None
+    _proc: subprocess.Popen[bytes] | None = None  # only in the process that started it
+
+    # --- persistence ---
+
+    def save(self) -> None:
+        data = {
+            "identity": self.identity.to_json(),
+            "unit": self.unit,
+            "control_dir": str(self.control_dir),
+            "run_dir": str(self.run_dir),
+            "started_at": self.started_at,
+        }
+        control._write_atomic(self.trainer_file, json.dumps(data, indent=2) + "\n")
+
+    @classmethod
+    def load(
+        cls,
+        paths: RunPaths,
+        clock: Clock = SYSTEM,
+        log_line: Callable[[str], None] | None = None,
+    ) -> TrainerHandle | None:
+        """The trainer recorded for this run, or None if none was. The handle is returned even
+        when that trainer has exited (its result is still wanted); every signal it sends checks
+        the identity first, so a recycled pid is never touched."""
+        path = paths.job_dir / TRAINER_FILE
+        try:
+            data = json.loads(path.read_text())
+            return cls(
+                identity=ProcessIdentity.from_json(data["identity"]),
+                unit=data.get("unit"),
+                control_dir=Path(data["control_dir"]),
+                run_dir=Path(data["run_dir"]),
+                trainer_file=path,
+                started_at=float(data["started_at"]),
+                clock=clock,
+                log_line=log_line,
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    # --- state ---
+
+    def _log(self, message: str) -> None:
+        log.info("%s", message)
+        if self.log_line is not None:
+            self.log_line(message)
+
+    def alive(self) -> bool:
+        if self._proc is not None and self._proc.poll() is not None:
+            return False  # our own child, now reaped
+        return self.identity.alive()
+
+    def result(self) -> TrainerResult | None:
+        """How the trainer ended; None while it is still running."""
+        if self.alive():
+            return None
+        written = control.read_result(self.control_dir)
+        if written is not None:
+            return written
+        code = None
+        if self._proc is not None:
+            try:
+                code = self._proc.wait(timeout=_TERM_GRACE)  # reap it: it has exited
+            except subprocess.TimeoutExpired:
+                code = None
+        why = "no result written: killed by a signal, the OOM killer or a reboot"
+        if code is not None and code < 0:
+            why = f"killed by {signal.Signals(-code).name}"
+        return TrainerResult(outcome=TrainerOutcome.KILLED, reason=why, exit_code=code)
+
+    # --- stopping ---
+
+    def request_stop(self, reason: str) -> None:
+        """Ask for a stop at the next epoch boundary (takes effect even if we go away)."""
+        control.request_stop(self.control_dir, reason)
+        self._log(f"stop requested: {reason}")
+
+    def _descendants(self) -> list[ProcessIdentity]:
+        """The trainer's descendants (LibreYOLO's multi-GPU coordinator runs in a session of its
+        own, out of reach of a signal to the trainer's group), identified now."""
+        if not self.identity.matches():
+            return []
+        try:
+            children = psutil.Process(self.identity.pid).children(recursive=True)
+        except psutil.Error:
+            return []
+        found = [ProcessIdentity.of(child.pid) for child in children]
+        return [ident for ident in found if ident is not None]
+
+    def _signal(self, sig: signal.Signals) -> None:
+        if self.unit is not None and self.identity.matches():
+            subprocess.run(
+                _systemctl("kill", f"--signal={sig.name}", "--kill-whom=all", self.unit),
+                capture_output=True,
+                timeout=_START_TIMEOUT,
+                check=False,
+            )
+            self._log(f"sent {sig.name} to unit {self.unit}")
+            return
+        descendants = self._descendants()
+        if self.identity.signal_group(sig):
+            self._log(f"sent {sig.name} to the trainer's process group {self.identity.pid}")
+        else:
+            self._log(f"not sending {sig.name}: pid {self.identity.pid} is not our trainer")
+        for ident in descendants:
+            if ident.signal_group(sig):
+                self._log(f"sent {sig.name} to trainer descendant {ident.pid}")
+
+    def _wait_exit(self, timeout: float) -> bool:
+        deadline = self.clock.monotonic() + max(timeout, 0.0)
+        while self.alive():
+            if self.clock.monotonic() >= deadline:
+                return False
+            self.clock.sleep(_POLL)
+        return True
+
+    def stop(self, grace_s: float, reason: str = "stop requested") -> None:
+        """Request a stop, wait up to grace_s for the epoch boundary, then SIGTERM the trainer
+        (which, with a stop already pending, makes it exit at once), then SIGKILL."""
+        if not self.alive():
+            return
+        self.request_stop(reason)
+        if self._wait_exit(grace_s):
+            self._log("trainer stopped at an epoch boundary")
+            return
+        self._log(f"trainer still running after {grace_s:.0f}s: SIGTERM")
+        self._signal(signal.SIGTERM)
+        if self._wait_exit(_TERM_GRACE):
+            self._log("trainer exited after SIGTERM")
+            return
+        self._log(f"trainer still running {_TERM_GRACE:.0f}s after SIGTERM: SIGKILL")
+        self.kill_now()
+
+    def kill_now(self) -> None:
+        self._signal(signal.SIGKILL)
+        if not self._wait_exit(_TERM_GRACE):
+            self._log(f"trainer pid {self.identity.pid} survived SIGKILL for {_TERM_GRACE:.0f}s")

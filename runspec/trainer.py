@@ -1,0 +1,252 @@
+"""The trainer: `python -m runspec.trainer --job JOB_JSON`, the one runspec program that imports
+LibreYOLO.
+
+It builds the model, calls LibreYOLO's `train` with the job's options and an explicit project,
+name and `exist_ok`, and adds one callback. At each epoch end (after LibreYOLO saved that
+epoch's checkpoints) the callback records the epoch marker, then stops training when the control
+folder holds a stop request, or when another epoch as long as the longest so far would pass the
+deadline there. SIGTERM/SIGINT only turn into a stop request file: under multi-GPU the callback
+runs in LibreYOLO's rank-0 worker, not in this process. A SIGTERM while a stop is already
+pending exits at once.
+
+Before exiting it writes `<control_dir>/result.json` and exits with a code from runspec.control.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import sys
+import traceback
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import libreyolo
+import torch
+from libreyolo.cli.aliases import train_aliases
+from libreyolo.cli.commands.train import _create_explicit_task_train_model
+from libreyolo.cli.config import detect_family_from_model_ref, resolve_model_name
+from libreyolo.training.ddp_spawn import spawn_for_model
+
+from runspec import control
+from runspec.clock import SYSTEM
+from runspec.control import EpochMarker, FileStat, TrainerOutcome, TrainerResult
+from runspec.launcher import TrainJob
+
+# A hidden option for the tests: route training through LibreYOLO's multi-GPU coordinator with
+# this many CPU ranks, so the path production takes with `device: "0,1,..."` runs without GPUs.
+CPU_DDP_ENV = "RUNSPEC_TRAINER_CPU_DDP"
+
+
+class TrainingStopped(Exception):
+    """Raised by the callback to end training at an epoch boundary, on purpose."""
+
+
+class StopControl:
+    """LibreYOLO callback. Module-level and plain so it pickles into the rank-0 worker."""
+
+    def __init__(self, control_dir: str) -> None:
+        self.control_dir = control_dir
+        self.longest_epoch = 0.0
+        self.last_end: float | None = None
+
+    def on_train_start(self, event: Any) -> None:
+        self.last_end = SYSTEM.time()
+
+    def on_train_epoch_end(self, event: Any) -> None:
+        now = SYSTEM.time()
+        ctl = Path(self.control_dir)
+        weights = Path(event.save_dir) / "weights"
+        files: dict[str, FileStat] = {}
+        for path in sorted(weights.glob("*.pt")) if weights.is_dir() else []:
+            try:
+                files[f"weights/{path.name}"] = FileStat.of(path)
+            except OSError:
+                continue
+        # The whole epoch as the deadline sees it: training, validation and checkpoint saves.
+        took = float(event.epoch_seconds)
+        if self.last_end is not None:
+            took = max(took, now - self.last_end)
+        self.last_end = now
+        self.longest_epoch = max(self.longest_epoch, took)
+        control.write_epoch_marker(
+            ctl,
+            EpochMarker(
+                epoch=int(event.epoch),
+                total_epochs=int(event.total_epochs),
+                epoch_seconds=took,
+                validated=bool(event.validated),
+                time=now,
+                files=files,
+            ),
+        )
+        if event.epoch >= event.total_epochs:
+            return  # the last epoch: training ends anyway, as completed
+        reason = control.stop_requested(ctl)
+        if reason is None:
+            deadline = control.read_deadline(ctl)
+            if deadline is not None and now + self.longest_epoch > deadline:
+                reason = (
+                    f"deadline: another epoch (up to {self.longest_epoch:.0f}s) would end "
+                    f"after the stop time"
+                )
+        if reason is not None:
+            control.mark_stopping(ctl, f"{reason} (after epoch {event.epoch})")
+            raise TrainingStopped(f"{reason} (after epoch {event.epoch})")
+
+
+class _Signals:
+    """First SIGTERM/SIGINT: a stop request file. One while a stop is pending: exit now."""
+
+    def __init__(self, control_dir: Path) -> None:
+        self.control_dir = control_dir
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if (self.control_dir / control.STOP_FILE).exists():
+            os._exit(control.EXIT_SECOND_SIGNAL)
+        control.request_stop(self.control_dir, f"{signal.Signals(signum).name} to the trainer")
+
+
+def resolve_device(device: str) -> str:
+    """The spec's device as LibreYOLO takes it; "all" means every GPU this machine shows."""
+    if device != "all":
+        return device
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return ",".join(str(i) for i in range(count)) if count else "cpu"
+
+
+def _build_model(job: TrainJob, device: str, pretrained: Any) -> Any:
+    if job.resume_from is not None:
+        return libreyolo.LibreYOLO(job.resume_from, device=_model_device(device))
+    model_path = resolve_model_name(job.model)
+    if pretrained is False:
+        # As `libreyolo train model=yolo9-t pretrained=false` does: build the architecture
+        # from scratch, with no download.
+        family = detect_family_from_model_ref(job.model, model_path)
+        model = _create_explicit_task_train_model(
+            family=family,
+            model_path=model_path,
+            task=job.args.get("task"),
+            resume=False,
+            device=_model_device(device),
+            pretrained=False,
+            seed=int(job.args.get("seed", 0)),
+        )
+        if model is not None:
+            return model
+    return libreyolo.LibreYOLO(model_path, device=_model_device(device))
+
+
+def _model_device(device: str) -> str:
+    return "cpu" if device == "cpu" else "cuda:" + device.split(",", maxsplit=1)[0]
+
+
+def train_kwargs(job: TrainJob, device: str, callback: StopControl) -> dict[str, Any]:
+    aliases = train_aliases(job.args.get("task"))
+    kwargs: dict[str, Any] = {aliases.get(k, k): v for k, v in job.args.items()}
+    kwargs.pop("pretrained", None)  # handled when the model is built
+    kwargs.pop("task", None)
+    kwargs.update(
+        data=job.data,
+        epochs=job.epochs,
+        batch=job.batch,
+        imgsz=list(job.imgsz) if isinstance(job.imgsz, tuple) else job.imgsz,
+        device=device,
+        save_period=job.save_period,
+        project=job.project,
+        name=job.name,
+        exist_ok=True,
+        callbacks=[callback],
+    )
+    if job.resume_from is not None:
+        kwargs["resume"] = True
+    return kwargs
+
+
+def _error_of(exc: BaseException) -> tuple[str, str]:
+    """LibreYOLO's exception type and message; under multi-GPU the coordinator's RuntimeError
+    carries the worker's traceback, whose last line names the real error."""
+    text = str(exc)
+    if isinstance(exc, RuntimeError) and "DDP coordinator exited" in text:
+        for line in reversed(text.strip().splitlines()):
+            match = re.match(
+                r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Stopped)): ?(.*)$", line
+            )
+            if match:
+                return match.group(1).rsplit(".", 1)[-1], match.group(2)
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return type(exc).__name__, first
+
+
+def run(job: TrainJob) -> TrainerResult:
+    ctl = Path(job.control_dir)
+    ctl.mkdir(parents=True, exist_ok=True)
+    handler = _Signals(ctl)
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    os.environ.update(job.env)
+    callback = StopControl(job.control_dir)
+    try:
+        device = resolve_device(job.device)
+        pretrained = job.args.get("pretrained", True)
+        model = _build_model(job, device, pretrained)
+        kwargs = train_kwargs(job, device, callback)
+        ddp_ranks = int(os.environ.get(CPU_DDP_ENV, "0") or 0)
+        if ddp_ranks > 1:
+            kwargs.update(device="cpu", sync_bn=False)
+            results = spawn_for_model(model, kwargs, ddp_ranks)
+        else:
+            results = model.train(**kwargs)
+    except BaseException as exc:
+        marker = control.read_epoch_marker(ctl)
+        epochs = marker.epoch if marker is not None else 0
+        stopping = control.stopping_reason(ctl)
+        if isinstance(exc, TrainingStopped) or stopping is not None:
+            return TrainerResult(
+                outcome=TrainerOutcome.STOPPED,
+                reason=stopping or str(exc),
+                epochs_completed=epochs,
+                save_dir=str(job.run_dir),
+                exit_code=control.EXIT_STOPPED,
+            )
+        traceback.print_exc()
+        error_type, message = _error_of(exc)
+        return TrainerResult(
+            outcome=TrainerOutcome.FAILED,
+            reason=f"{error_type}: {message}" if message else error_type,
+            error_type=error_type,
+            error_message=message,
+            epochs_completed=epochs,
+            save_dir=str(job.run_dir),
+            exit_code=control.EXIT_FAILED,
+        )
+    marker = control.read_epoch_marker(ctl)
+    save_dir = results.get("save_dir") if isinstance(results, dict) else None
+    return TrainerResult(
+        outcome=TrainerOutcome.COMPLETED,
+        epochs_completed=marker.epoch if marker is not None else 0,
+        save_dir=str(save_dir or job.run_dir),
+        exit_code=control.EXIT_COMPLETED,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m runspec.trainer")
+    parser.add_argument("--job", type=Path, required=True, help="the TrainJob JSON")
+    args = parser.parse_args(argv)
+    try:
+        job = TrainJob.read(args.job)
+    except (OSError, ValueError, TypeError) as exc:
+        print(f"runspec.trainer: cannot read the job {args.job}: {exc}", file=sys.stderr)
+        return control.EXIT_BAD_JOB
+    result = run(job)
+    control.write_result(Path(job.control_dir), result)
+    print(f"runspec.trainer: {result.outcome.value} {result.reason}".rstrip(), flush=True)
+    return result.exit_code if result.exit_code is not None else control.EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
