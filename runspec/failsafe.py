@@ -1,0 +1,247 @@
+"""A failsafe that does not need runspec alive: a transient systemd timer, armed when the run
+starts, that applies the run's `finish.unverified` choice at deadline + overrun (+ a short
+grace, so a live lifecycle acts first) if nothing else has ended the run by then.
+
+    systemd-run --unit runspec-failsafe-NAME --on-calendar "YYYY-MM-DD HH:MM:SS UTC" ...
+        PYTHON -m runspec.failsafe fire --state STATE NAME
+
+The timer's service reads the daemon's EnvironmentFile for the provider's credentials (secrets
+are never put on the command line). Without systemd (most containers) arming is a no-op that
+says so. Firing reads the run record: a finished run is left alone; a run whose final push was
+verified gets its finish action; any other gets the unverified choice (never a destroy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import logging
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
+from runspec.finish import FinishHost, apply_finish
+from runspec.lifecycle import final_push_verified
+from runspec.model import Spec
+from runspec.paths import RunPaths
+from runspec.state import RecordStore, RunRecord, RunStatus, write_json_atomic
+
+log = logging.getLogger("runspec.failsafe")
+
+GRACE_S = 120.0  # after deadline + overrun: the lifecycle's own unverified finish comes first
+ENV_FILE = "/etc/runspec/env"  # the daemon's EnvironmentFile (systemd/runspecd.service)
+SYSTEMCTL_TIMEOUT = 30.0
+
+Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+
+
+def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        list(argv), capture_output=True, text=True, timeout=SYSTEMCTL_TIMEOUT, check=False
+    )
+
+
+def unit_name(name: str) -> str:
+    return f"runspec-failsafe-{name}"
+
+
+def systemd_running(root: Path = Path("/")) -> bool:
+    """systemd is PID 1 here (sd_booted()) and systemd-run is installed."""
+    return (root / "run/systemd/system").is_dir() and shutil.which("systemd-run") is not None
+
+
+def fire_time(record: RunRecord, spec: Spec) -> float:
+    if record.deadline is None:
+        raise ValueError(f"run {record.name} has no deadline yet")
+    return parse_utc_iso(record.deadline) + spec.budget.overrun + GRACE_S
+
+
+def calendar(ts: float) -> str:
+    """An OnCalendar= time systemd reads unambiguously: `2026-11-30 03:00:00 UTC`."""
+    return dt.datetime.fromtimestamp(ts, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def arm_command(
+    spec: Spec, paths: RunPaths, at: float, *, python: str = sys.executable, dry_run: bool = False
+) -> list[str]:
+    unit = unit_name(spec.name)
+    argv = [
+        "systemd-run",
+        f"--unit={unit}",
+        f"--description=runspec failsafe for run {spec.name}",
+        f"--on-calendar={calendar(at)}",
+        "--timer-property=AccuracySec=1s",
+        f"--property=EnvironmentFile=-{ENV_FILE}",
+        "--collect",
+        "--",
+        python,
+        "-m",
+        "runspec.failsafe",
+        "fire",
+        f"--state={paths.state}",
+        spec.name,
+    ]
+    if dry_run:
+        argv.insert(-1, "--dry-run")
+    return argv
+
+
+def disarm_command(name: str) -> list[str]:
+    return ["systemctl", "stop", f"{unit_name(name)}.timer"]
+
+
+@dataclass(frozen=True)
+class FailsafeState:
+    armed: bool
+    unit: str
+    fire_at: str | None
+    command: list[str]
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _state_file(paths: RunPaths) -> Path:
+    return paths.job_dir / "failsafe.json"
+
+
+def arm(
+    spec: Spec,
+    paths: RunPaths,
+    record: RunRecord,
+    *,
+    clock: Clock = SYSTEM,
+    runner: Runner = _run,
+    root: Path = Path("/"),
+    dry_run: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> FailsafeState:
+    """Arm the timer for this run (re-arming replaces an older one); never raises."""
+    say = progress or (lambda line: log.info("%s: %s", spec.name, line))
+    unit = unit_name(spec.name)
+    try:
+        at = fire_time(record, spec)
+    except ValueError as exc:
+        return FailsafeState(False, unit, None, [], str(exc))
+    argv = arm_command(spec, paths, at, dry_run=dry_run)
+    if not systemd_running(root):
+        state = FailsafeState(
+            False,
+            unit,
+            utc_iso(at),
+            argv,
+            "no systemd here: no failsafe timer; if runspec dies the machine keeps billing",
+        )
+        say(f"failsafe: {state.detail}")
+    else:
+        runner(disarm_command(spec.name))  # a timer left by an earlier start of this run
+        try:
+            proc = runner(argv)
+            ok, err = proc.returncode == 0, (proc.stderr or "").strip()
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            ok, err = False, str(exc)
+        detail = (
+            f"timer {unit}.timer applies finish.unverified ({spec.finish.unverified.value}) "
+            f"at {utc_iso(at)} unless the run has ended"
+            if ok
+            else f"arming {unit} failed: {err[:300]}"
+        )
+        state = FailsafeState(ok, unit, utc_iso(at), argv, detail)
+        say(f"failsafe: {detail}")
+    try:
+        write_json_atomic(_state_file(paths), state.to_json())
+    except OSError as exc:
+        log.warning("%s: cannot record the failsafe state: %s", spec.name, exc)
+    return state
+
+
+def disarm(
+    spec: Spec,
+    paths: RunPaths,
+    *,
+    runner: Runner = _run,
+    root: Path = Path("/"),
+    progress: Callable[[str], None] | None = None,
+) -> bool:
+    """Remove the run's timer (the run has ended); True when a timer was stopped."""
+    say = progress or (lambda line: log.info("%s: %s", spec.name, line))
+    if not systemd_running(root):
+        return False
+    try:
+        proc = runner(disarm_command(spec.name))
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        say(f"failsafe: could not disarm {unit_name(spec.name)}: {exc}")
+        return False
+    if proc.returncode == 0:
+        say(f"failsafe: {unit_name(spec.name)}.timer disarmed")
+        _state_file(paths).unlink(missing_ok=True)
+        return True
+    return False
+
+
+def should_fire(record: RunRecord) -> tuple[bool, str]:
+    if record.status is RunStatus.FINISHED:
+        return False, "the run has ended; nothing to do"
+    if record.status is RunStatus.QUEUED:
+        return False, "the run never started"
+    return True, f"the run is still {record.status.value} past deadline + overrun"
+
+
+def fire(
+    state_dir: Path,
+    name: str,
+    *,
+    clock: Clock = SYSTEM,
+    dry_run: bool = False,
+    progress: Callable[[str], None] = print,
+    host: FinishHost | None = None,
+) -> int:
+    """What the timer runs. 0 when nothing was needed or the finish did its part."""
+    # Only firing reads a spec: arming stays importable with the lightest dependencies.
+    from runspec.loader import load_spec  # noqa: PLC0415
+
+    store = RecordStore(state_dir, clock)
+    record = store.load(name)
+    if record is None:
+        progress(f"failsafe: no run named {name!r} in {state_dir}")
+        return 1
+    go, why = should_fire(record)
+    progress(f"failsafe: {name}: {why}")
+    if not go:
+        return 0
+    spec = load_spec(store.path(name).parent / "spec.yaml")
+    verified = final_push_verified(spec, record)
+    result = apply_finish(
+        spec,
+        record,
+        verified=verified,
+        dry_run=dry_run,
+        clock=clock,
+        log=progress,
+        host=host,
+    )
+    record.finish = {**result.to_json(), "by": "failsafe"}
+    store.save(record)
+    return 0 if result.ok else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m runspec.failsafe")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    fire_p = sub.add_parser("fire", help="apply the run's unverified finish if it has not ended")
+    fire_p.add_argument("--state", type=Path, required=True)
+    fire_p.add_argument("--dry-run", action="store_true")
+    fire_p.add_argument("name")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    return fire(args.state, args.name, dry_run=args.dry_run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

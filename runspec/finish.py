@@ -1,0 +1,386 @@
+"""The end of billing: the finish action, only after a verified final push.
+
+spec-v1.md "When the finish runs": the spec's action runs once the final push is verified. When
+it could not be verified, `finish.unverified` decides instead (stop: the disk and the weights on
+it survive; keep: the machine stays up, said loudly; poweroff), and nothing ever destroys
+unverified weights. Every action first says exactly what it is about to do; a dry run stops
+there. The machine-facing seams (container detection, the poweroff commands, the provider) sit in
+`FinishHost`, so tests point them at harmless stand-ins.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runspec import cost
+from runspec.clock import SYSTEM, Clock, utc_iso
+from runspec.model import FinishAction, Spec, Unverified
+from runspec.providers import Action, Provider, ProviderError, get_provider
+from runspec.state import RunRecord
+
+log = logging.getLogger("runspec.finish")
+
+COMMAND_TIMEOUT = 300.0
+POWEROFF_TIMEOUT = 60.0
+LOUD = "!!! "
+
+
+@dataclass(frozen=True)
+class FinishHost:
+    """Where a finish touches the machine; the defaults are the real thing."""
+
+    root: Path = Path("/")
+    detect_virt: tuple[str, ...] = ("systemd-detect-virt", "--container")
+    poweroff_commands: tuple[tuple[str, ...], ...] = (
+        ("systemctl", "poweroff"),
+        ("shutdown", "-h", "now"),
+    )
+    env: Mapping[str, str] | None = None  # the provider adapters' environment (None: os.environ)
+    provider: Provider | None = None  # a ready adapter instead of finish.provider's
+    command_timeout: float = COMMAND_TIMEOUT
+
+
+@dataclass(frozen=True)
+class FinishResult:
+    requested: str  # the spec's finish.action
+    action: str  # what was chosen: none | command | poweroff | stop | destroy | keep
+    verified: bool
+    dry_run: bool
+    ok: bool  # it did what it set out to do (a dry run: it printed the plan)
+    plan: str  # exactly what it was about to do, as printed
+    summary: str  # one line for the record's history
+    detail: str = ""
+    started_at: str = ""
+    seconds: float = 0.0
+    provider: dict[str, Any] | None = field(default=None)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def container_reason(host: FinishHost) -> str | None:
+    """Why this looks like a container (where a poweroff ends no billing), or None."""
+    virt = shutil.which(host.detect_virt[0]) if host.detect_virt else None
+    if virt is not None:
+        try:
+            proc = subprocess.run(
+                [virt, *host.detect_virt[1:]],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            proc = None
+        if proc is not None and proc.returncode == 0 and proc.stdout.strip() not in ("", "none"):
+            return f"systemd-detect-virt says {proc.stdout.strip()}"
+    for marker in (".dockerenv", "run/.containerenv"):
+        if (host.root / marker).exists():
+            return f"/{marker} exists"
+    try:
+        environ = (host.root / "proc/1/environ").read_bytes()
+    except OSError:
+        environ = b""
+    for entry in environ.split(b"\0"):
+        if entry.startswith(b"container="):
+            return f"PID 1 runs with {entry.decode(errors='replace')}"
+    try:
+        cgroup = (host.root / "proc/1/cgroup").read_text()
+    except OSError:
+        cgroup = ""
+    for word in ("docker", "kubepods", "containerd", "lxc", "libpod"):
+        if word in cgroup:
+            return f"/proc/1/cgroup mentions {word}"
+    return None
+
+
+def decide(spec: Spec, verified: bool, provider: str | None) -> tuple[str, str]:
+    """(action, why): the spec's action when verified, else the `unverified` choice."""
+    action = spec.finish.action
+    if action is FinishAction.NONE:
+        return "none", "finish.action is none"
+    if not verified:
+        choice = spec.finish.unverified
+        return {
+            Unverified.STOP: "stop",
+            Unverified.KEEP: "keep",
+            Unverified.POWEROFF: "poweroff",
+        }[choice], f"final push not verified: finish.unverified is {choice.value}"
+    if action is FinishAction.AUTO:
+        assert spec.finish.storage is not None  # the loader's rule: auto needs storage
+        choice_, why = cost.choose(spec.finish.storage, provider)
+        return choice_.value, f"auto: {why}"
+    return action.value, f"final push verified: finish.action is {action.value}"
+
+
+class _Finisher:
+    def __init__(
+        self,
+        spec: Spec,
+        record: RunRecord,
+        *,
+        verified: bool,
+        dry_run: bool,
+        host: FinishHost,
+        clock: Clock,
+        say: Callable[[str], None],
+    ) -> None:
+        self.spec = spec
+        self.record = record
+        self.verified = verified
+        self.dry_run = dry_run
+        self.host = host
+        self.clock = clock
+        self.say = say
+        self.started = clock.time()
+        self.mono = clock.monotonic()
+
+    def result(
+        self, action: str, ok: bool, plan: str, summary: str, detail: str = "", **extra: Any
+    ) -> FinishResult:
+        return FinishResult(
+            requested=self.spec.finish.action.value,
+            action=action,
+            verified=self.verified,
+            dry_run=self.dry_run,
+            ok=ok,
+            plan=plan,
+            summary=summary,
+            detail=detail,
+            started_at=utc_iso(self.started),
+            seconds=round(self.clock.monotonic() - self.mono, 3),
+            **extra,
+        )
+
+    def announce(self, plan: str) -> None:
+        if self.dry_run:
+            self.say(f"finish (dry run, nothing done): would {plan}")
+        else:
+            self.say(f"finish: about to {plan}")
+
+    def loud(self, text: str) -> None:
+        self.say(LOUD + text)
+        log.warning("%s: %s", self.spec.name, text)
+
+    def where_weights_are(self) -> str:
+        return self.record.run_dir or "the run folder"
+
+    def run(self) -> FinishResult:
+        provider: Provider | None = None
+        provider_error = ""
+        if self._needs_provider():
+            try:
+                provider = self._provider()
+            except ProviderError as exc:
+                provider_error = str(exc)
+        action, why = decide(self.spec, self.verified, provider.name if provider else None)
+        if self.spec.finish.action is FinishAction.AUTO and self.verified and provider is None:
+            plan = f"choose stop or destroy ({provider_error})"
+            self.announce(plan)
+            return self.kept(plan, f"cannot apply auto: {provider_error}")
+        self.say(f"finish: {why}")
+        if action == "none":
+            return self.none(why)
+        if action == "keep":
+            return self.keep()
+        if action == "command":
+            return self.command()
+        if action == "poweroff":
+            return self.poweroff()
+        return self.through_provider(Action(action), provider, provider_error)
+
+    def _needs_provider(self) -> bool:
+        finish = self.spec.finish
+        if not self.verified:
+            return finish.action is not FinishAction.NONE and finish.unverified is Unverified.STOP
+        return finish.action in (FinishAction.STOP, FinishAction.DESTROY, FinishAction.AUTO)
+
+    def _provider(self) -> Provider:
+        if self.host.provider is not None:
+            return self.host.provider
+        provider, how = get_provider(self.spec.finish.provider, self.host.env, clock=self.clock)
+        self.say(f"finish: provider {provider.name} ({how})")
+        return provider
+
+    def none(self, why: str) -> FinishResult:
+        plan = "leave the machine as it is (finish.action: none)"
+        self.announce(plan)
+        if not self.verified:
+            self.loud(
+                "the final push was NOT verified: the newest weights may exist only on this "
+                f"machine, in {self.where_weights_are()}"
+            )
+        return self.result("none", True, plan, "none: machine left running", why)
+
+    def keep(self) -> FinishResult:
+        plan = "KEEP the machine running (finish.unverified: keep)"
+        self.announce(plan)
+        return self.kept(plan, "finish.unverified is keep", ok=True)
+
+    def kept(self, plan: str, reason: str, ok: bool = False) -> FinishResult:
+        hourly = self.spec.budget.hourly_cost
+        bill = f" at ${hourly:.4f}/h" if hourly is not None else ""
+        self.loud(
+            f"THE MACHINE IS STILL RUNNING AND BILLING{bill}: {reason}. The weights are in "
+            f"{self.where_weights_are()}; stop or destroy the machine yourself once they are safe."
+        )
+        return self.result("keep", ok, plan, f"kept running: {reason}", reason)
+
+    def command(self) -> FinishResult:
+        argv = list(self.spec.finish.command)
+        exe = argv[0] if "/" in argv[0] else shutil.which(argv[0])
+        plan = f"run {argv} (no shell, timeout {self.host.command_timeout:g} s)"
+        self.announce(plan)
+        if self.dry_run:
+            return self.result("command", True, plan, "dry run: command not run")
+        if exe is None:
+            detail = f"{argv[0]!r} is not on PATH"
+            self.say(f"finish: command failed: {detail}")
+            return self.result("command", False, plan, f"command failed: {detail}", detail)
+        try:
+            proc = subprocess.run(
+                [exe, *argv[1:]],
+                capture_output=True,
+                text=True,
+                timeout=self.host.command_timeout,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            detail = f"no exit within {self.host.command_timeout:g} s"
+            self.say(f"finish: command killed: {detail}")
+            return self.result("command", False, plan, f"command timed out: {detail}", detail)
+        except OSError as exc:
+            self.say(f"finish: command failed: {exc}")
+            return self.result("command", False, plan, f"command failed: {exc}", str(exc))
+        for stream, text in (("stdout", proc.stdout), ("stderr", proc.stderr)):
+            for line in text.splitlines()[-50:]:
+                self.say(f"finish: command {stream}: {line}")
+        ok = proc.returncode == 0
+        summary = f"command exited {proc.returncode}"
+        self.say(f"finish: {summary}")
+        return self.result("command", ok, plan, summary, summary)
+
+    def poweroff(self) -> FinishResult:
+        first = " ".join(self.host.poweroff_commands[0]) if self.host.poweroff_commands else "-"
+        plan = f"power off this machine ({first}, else the next of {self.host.poweroff_commands})"
+        reason = container_reason(self.host)
+        if reason is not None:
+            plan = "power off this machine: REFUSED"
+            self.announce(plan)
+            why = (
+                f"this is a container ({reason}): a poweroff here ends no billing, the provider "
+                "keeps the instance; use finish.action stop or destroy with finish.provider"
+            )
+            return self.kept(plan, f"poweroff refused: {why}")
+        self.announce(plan)
+        if self.dry_run:
+            return self.result("poweroff", True, plan, "dry run: not powered off")
+        errors = []
+        for argv in self.host.poweroff_commands:
+            exe = shutil.which(argv[0])
+            if exe is None:
+                errors.append(f"{argv[0]}: not found")
+                continue
+            self.say(f"finish: running {list(argv)}")
+            try:
+                proc = subprocess.run(
+                    [exe, *argv[1:]],
+                    capture_output=True,
+                    text=True,
+                    timeout=POWEROFF_TIMEOUT,
+                    check=False,
+                    stdin=subprocess.DEVNULL,
+                )
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                errors.append(f"{argv[0]}: {exc}")
+                continue
+            if proc.returncode == 0:
+                return self.result("poweroff", True, plan, f"powering off ({' '.join(argv)})")
+            errors.append(f"{argv[0]} exited {proc.returncode}: {proc.stderr.strip()[:200]}")
+        return self.kept(plan, "poweroff failed: " + "; ".join(errors))
+
+    def through_provider(
+        self, action: Action, provider: Provider | None, provider_error: str
+    ) -> FinishResult:
+        if action is Action.DESTROY and not self.verified:  # never reached by decide(); a guard
+            return self.kept("destroy: REFUSED", "the final push is not verified")
+        if provider is None:
+            plan = f"{action.value} this machine through its provider: IMPOSSIBLE"
+            self.announce(plan)
+            return self.kept(plan, f"no provider: {provider_error}")
+        if action is Action.STOP and not provider.can_stop:
+            plan = f"{action.value} this {provider.name} machine: IMPOSSIBLE"
+            self.announce(plan)
+            return self.kept(plan, provider.stop_bills)
+        try:
+            plan = provider.plan(action)
+        except ProviderError as exc:
+            plan = f"{action.value} this machine through {provider.name}"
+            self.announce(plan)
+            return self.kept(plan, f"cannot identify the instance: {exc}")
+        self.announce(plan)
+        if self.dry_run:
+            return self.result(action.value, True, plan, f"dry run: not {action.value}ed")
+        try:
+            outcome = provider.apply(action)
+        except ProviderError as exc:
+            self.say(f"finish: {provider.name} refused or failed: {exc}")
+            return self.kept(plan, f"{provider.name} {action.value} failed: {exc}")
+        if outcome.confirmed:
+            summary = f"{action.value}: {provider.name} reports instance {outcome.instance} "
+            summary += f"{outcome.state}"
+            if action is Action.STOP:
+                summary += f" ({provider.stop_bills})"
+            self.say(f"finish: {summary}")
+            return self.result(action.value, True, plan, summary, provider=outcome.to_json())
+        self.loud(f"{provider.name} accepted the {action.value} but {outcome.detail}")
+        return self.result(
+            action.value,
+            False,
+            plan,
+            f"{action.value} requested, not confirmed",
+            outcome.detail,
+            provider=outcome.to_json(),
+        )
+
+
+def apply_finish(
+    spec: Spec,
+    record: RunRecord,
+    *,
+    verified: bool,
+    dry_run: bool,
+    clock: Clock = SYSTEM,
+    log: Callable[[str], None] = print,
+    host: FinishHost | None = None,
+) -> FinishResult:
+    """Apply the finish action (or, unverified, the `finish.unverified` choice); never raises
+    for what the machine or the provider does: the result says what happened."""
+    finisher = _Finisher(
+        spec,
+        record,
+        verified=verified,
+        dry_run=dry_run,
+        host=host or FinishHost(),
+        clock=clock,
+        say=log,
+    )
+    result = finisher.run()
+    logging.getLogger("runspec.finish").info(
+        "%s: finish %s -> %s (ok=%s, verified=%s, dry_run=%s): %s",
+        spec.name,
+        result.requested,
+        result.action,
+        result.ok,
+        verified,
+        dry_run,
+        result.summary,
+    )
+    return result
