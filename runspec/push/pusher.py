@@ -177,23 +177,24 @@ class Pusher:
         return manifest.by_path() if manifest is not None else {}
 
     def _next_kind(self) -> str | _NowRequest | None:
-        """What the worker should do now (called with the lock held)."""
+        """What the worker should do now (called with the lock held). A trigger that is due
+        goes before a push_now asked after it, so push_now also waits for it."""
+        if not self._stopping and (kind := self._due_trigger()) is not None:
+            return kind
         if self._now:
             return self._now.pop(0)
-        if self._stopping:
-            return "stop"
+        return "stop" if self._stopping else None
+
+    def _due_trigger(self) -> str | None:
         now = self.clock.monotonic()
+        interval_over = self._last_commit is None or now >= self._last_commit + self.min_interval
         if self._retry_at is not None:
-            if now < self._retry_at:
+            if now < self._retry_at or not interval_over:
                 return None
-            if self._last_commit is None or now >= self._last_commit + self.min_interval:
-                self._retry_at = None
-                self._want_checkpoint = self._want_scheduled = False
-                return "retry"
-            return None
-        if not (self._want_checkpoint or self._want_scheduled):
-            return None
-        if self._last_commit is not None and now < self._last_commit + self.min_interval:
+            self._retry_at = None
+            self._want_checkpoint = self._want_scheduled = False
+            return "retry"
+        if not (self._want_checkpoint or self._want_scheduled) or not interval_over:
             return None
         kind = "checkpoint" if self._want_checkpoint and not self._want_scheduled else "scheduled"
         self._want_checkpoint = self._want_scheduled = False
