@@ -159,6 +159,7 @@ class _Finisher:
         )
 
     def announce(self, plan: str) -> None:
+        log.info("%s: finish%s: %s", self.spec.name, " (dry run)" if self.dry_run else "", plan)
         if self.dry_run:
             self.say(f"finish (dry run, nothing done): would {plan}")
         else:
