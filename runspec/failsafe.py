@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
+from runspec.errors import RunspecError
 from runspec.finish import FinishHost, apply_finish
 from runspec.lifecycle import final_push_verified
 from runspec.model import Spec
@@ -215,7 +216,11 @@ def fire(
     progress(f"failsafe: {name}: {why}")
     if not go:
         return 0
-    spec = load_spec(store.path(name).parent / "spec.yaml")
+    try:
+        spec = load_spec(store.path(name).parent / "spec.yaml")
+    except RunspecError as exc:
+        progress(f"failsafe: {name}: cannot read the run's spec, nothing applied: {exc}")
+        return 1
     verified = final_push_verified(spec, record)
     result = apply_finish(
         spec,

@@ -67,7 +67,8 @@ class GCP(Provider):
             resp = self.http.request(
                 "GET", f"{self.metadata}/instance/service-accounts/default/token", headers=FLAVOR
             )
-            token = resp.json().get("access_token") if isinstance(resp.json(), dict) else None
+            data = resp.json()
+            token = data.get("access_token") if isinstance(data, dict) else None
             if not token:
                 raise ProviderError("gcp: the metadata server gave no access token")
             self._token = str(token)
