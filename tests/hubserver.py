@@ -156,8 +156,10 @@ class HubServer:
 
     # --- fault injection --------------------------------------------------------------------
     def fail(self, op: str, mode: str = "500", times: int = 1) -> None:
-        """The next `times` requests of kind `op` answer 500 or drop the connection."""
-        if op not in OPS or mode not in ("500", "drop"):
+        """The next `times` requests of kind `op` answer 500, drop the connection, or
+        ("echo") answer 400 with an error message that quotes the request's Authorization
+        header, as a careless proxy might: a test that the client's token is scrubbed."""
+        if op not in OPS or mode not in ("500", "drop", "echo"):
             raise ValueError(f"unknown fault {op}/{mode}")
         with self._lock:
             self._faults.setdefault(op, []).append(Fault(mode, times))
@@ -312,6 +314,15 @@ class _Handler(BaseHTTPRequestHandler):
             if fault == "500":
                 self._drain()
                 self._json(500, {"error": "injected fault"})
+                return
+            if fault == "echo":
+                self._drain()
+                auth = self.headers.get("Authorization", "")
+                self._json(
+                    400,
+                    {"error": f"rejected request with {auth}"},
+                    {"X-Error-Message": f"bad {auth}"},
+                )
                 return
             handler()
         except _Dropped:

@@ -13,6 +13,7 @@ the stored login) and never passes through runspec's hands.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 
@@ -25,6 +26,12 @@ from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
 from runspec.push.manifest import ManifestEntry
 
 PATHS_INFO_BATCH = 50
+
+# httpcore's DEBUG trace logs raw response headers; a proxy that echoes the Authorization
+# header would put the token into `runspec -v`'s log. Nothing runspec needs is logged there.
+for _name in ("httpcore", "httpcore2"):
+    if logging.getLogger(_name).level < logging.INFO:
+        logging.getLogger(_name).setLevel(logging.INFO)
 
 
 class HubTarget(PushTarget):
