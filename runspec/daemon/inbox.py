@@ -12,6 +12,8 @@ file ends as a rejection beside it.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
 import os
@@ -74,6 +76,19 @@ class Outcome:
     reason: str = ""
 
 
+def _move_out(src: Path, dest: Path) -> None:
+    """Link, then unlink, rather than rename: a rename out of a watched folder is an
+    IN_MOVED_FROM that watchdog holds back half a second (waiting for its pair), and every
+    later inbox event with it. The state lock makes this daemon the only one moving files."""
+    try:
+        os.link(src, dest)
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EPERM):  # another filesystem, or no hard links
+            raise
+        shutil.copy2(src, dest)
+    os.unlink(src)
+
+
 class _Handler(FileSystemEventHandler):
     def __init__(self, inbox: Path, events: queue.SimpleQueue[tuple[str, str]]) -> None:
         self.inbox = inbox
@@ -131,6 +146,8 @@ class Inbox:
         observer.daemon = True
         observer.start()
         self._observer = observer
+        # The validator compiles its schema on first use; do it now, not on the first spec.
+        self._problems_of_text(b"runspec: 1\n", "warm-up.yaml")
         # Scan after the observer started, so a file arriving in between is not missed.
         self.recover_claimed()
         self.scan()
@@ -232,11 +249,18 @@ class Inbox:
 
     def _problems_of(self, path: Path) -> list[str]:
         try:
-            self._load(path.read_bytes(), path.name)
+            data = path.read_bytes()
+        except OSError as exc:
+            return [f"{path.name}:1:1: : {exc}"]
+        return self._problems_of_text(data, path.name)
+
+    def _problems_of_text(self, data: bytes, name: str) -> list[str]:
+        try:
+            self._load(data, name)
         except SpecInvalid as exc:
             return [str(p) for p in exc.problems]
-        except (OSError, RunspecError) as exc:
-            return [f"{path.name}:1:1: : {exc}"]
+        except RunspecError as exc:
+            return [f"{name}:1:1: : {exc}"]
         return []
 
     @staticmethod
@@ -250,17 +274,12 @@ class Inbox:
         stamp = utc_iso(self.clock.time()).replace(":", "").replace("+0000", "Z")
         dest = self.claimed_dir / f"{stamp}-{os.getpid()}-{self._seq:06d}-{name}"
         try:
-            os.rename(self.inbox / name, dest)
+            _move_out(self.inbox / name, dest)
         except FileNotFoundError:
-            return None  # gone (or claimed) meanwhile
-        except OSError as exc:
-            if exc.errno != 18:  # EXDEV: the inbox is on another filesystem
-                raise
-            shutil.copy2(self.inbox / name, dest)
-            os.unlink(self.inbox / name)
+            return None  # gone meanwhile
         sidecar = provenance_sidecar(self.inbox, name)
-        if sidecar.exists():
-            os.replace(sidecar, dest.with_name(dest.name + ".provenance.json"))
+        with contextlib.suppress(FileNotFoundError):
+            _move_out(sidecar, dest.with_name(dest.name + ".provenance.json"))
         return dest
 
     def recover_claimed(self) -> list[Outcome]:

@@ -36,6 +36,7 @@ from runspec.state import RecordStore, RunRecord, RunStatus, Termination
 log = logging.getLogger("runspec.daemon")
 
 TICK = 0.5
+REFRESH_EVERY = 10.0  # re-read the queue from disk this often even when nothing happened
 DETACH_WAIT = 30.0  # the longest wait for the worker to save state after detach
 
 
@@ -108,6 +109,10 @@ class Daemon:
         self._term = False
         self._hup = False
         self._last_ping = 0.0
+        # Reading every record is the loop's only real work: done when something changed.
+        self._queue_dirty = True
+        self._last_refresh = 0.0
+        self._queued_count = 0
 
     # -- flags (signal handlers only set these) ------------------------------------------
     def _on_term(self, signum: int, frame: FrameType | None) -> None:
@@ -174,6 +179,7 @@ class Daemon:
             pass
         if self._hup:
             self._hup = False
+            self._queue_dirty = True
             self._reload()
         if jobs.RESCAN_DUE.is_set():
             jobs.RESCAN_DUE.clear()
@@ -181,8 +187,13 @@ class Daemon:
         self._report(self.inbox.process())
         self._handle_cancels()
         self._reap()
-        if self.worker is None:
-            self._start_next()
+        now = self.clock.monotonic()
+        if self._queue_dirty or now - self._last_refresh >= REFRESH_EVERY:
+            self._queue_dirty = False
+            self._last_refresh = now
+            self._queued_count = len(runqueue.queued(self.store))
+            if self.worker is None:
+                self._start_next()
         if jobs.IDLE_FINISH_DUE.is_set():
             jobs.IDLE_FINISH_DUE.clear()
             self._idle_finish()
@@ -198,10 +209,11 @@ class Daemon:
 
     def status_text(self) -> str:
         record = self.worker.record if self.worker else None
-        return describe(record, self.clock.time(), len(runqueue.queued(self.store)))
+        return describe(record, self.clock.time(), self._queued_count)
 
     def _report(self, outcomes: list[Outcome]) -> None:
         for outcome in outcomes:
+            self._queue_dirty = True
             if outcome.accepted:
                 self.progress(f"queued {outcome.accepted} (from {outcome.file})")
             elif outcome.rejected:
@@ -288,6 +300,7 @@ class Daemon:
             return
         worker.thread.join()
         self.worker = None
+        self._queue_dirty = True
         record = worker.record
         runqueue.clear_cancel(self.cfg.state, record.name)
         if worker.error is not None or record.status is not RunStatus.FINISHED:
@@ -302,6 +315,7 @@ class Daemon:
         jobs_dir = self.cfg.state / "jobs"
         for path in jobs_dir.glob(f"*/{runqueue.CANCEL_FILE}"):
             name = path.parent.name
+            self._queue_dirty = True
             if self.worker is not None and self.worker.name == name:
                 if not self.worker.lifecycle.cancel_requested.is_set():
                     self.progress(f"{name}: cancel requested; stopping at the next epoch boundary")
