@@ -11,6 +11,7 @@ there. The machine-facing seams (container detection, the poweroff commands, the
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
@@ -31,16 +32,19 @@ POWEROFF_TIMEOUT = 60.0
 LOUD = "!!! "
 
 
+REAL_POWEROFF: tuple[tuple[str, ...], ...] = (("systemctl", "poweroff"), ("shutdown", "-h", "now"))
+# Set by the test suite for every test (tests/fixtures_providers.py): the real poweroff
+# commands are then refused, whatever container detection says about the machine.
+NO_POWEROFF_ENV = "RUNSPEC_TEST_NO_POWEROFF"
+
+
 @dataclass(frozen=True)
 class FinishHost:
     """Where a finish touches the machine; the defaults are the real thing."""
 
     root: Path = Path("/")
     detect_virt: tuple[str, ...] = ("systemd-detect-virt", "--container")
-    poweroff_commands: tuple[tuple[str, ...], ...] = (
-        ("systemctl", "poweroff"),
-        ("shutdown", "-h", "now"),
-    )
+    poweroff_commands: tuple[tuple[str, ...], ...] = REAL_POWEROFF
     env: Mapping[str, str] | None = None  # the provider adapters' environment (None: os.environ)
     provider: Provider | None = None  # a ready adapter instead of finish.provider's
     command_timeout: float = COMMAND_TIMEOUT
@@ -272,12 +276,17 @@ class _Finisher:
         first = " ".join(self.host.poweroff_commands[0]) if self.host.poweroff_commands else "-"
         plan = f"power off this machine ({first}, else the next of {self.host.poweroff_commands})"
         reason = container_reason(self.host)
+        real = self.host.poweroff_commands == REAL_POWEROFF
+        if reason is None and real and os.environ.get(NO_POWEROFF_ENV):
+            reason = f"{NO_POWEROFF_ENV} is set (the test suite)"
         if reason is not None:
             plan = "power off this machine: REFUSED"
             self.announce(plan)
             why = (
                 f"this is a container ({reason}): a poweroff here ends no billing, the provider "
                 "keeps the instance; use finish.action stop or destroy with finish.provider"
+                if NO_POWEROFF_ENV not in reason
+                else f"a real poweroff is forbidden here: {reason}"
             )
             return self.kept(plan, f"poweroff refused: {why}")
         self.announce(plan)

@@ -128,6 +128,12 @@ def _handler(stand_in: StandIn) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+@pytest.fixture(autouse=True)
+def _no_real_poweroff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test, nor any runspec process a test starts, may run the real poweroff commands."""
+    monkeypatch.setenv("RUNSPEC_TEST_NO_POWEROFF", "1")
+
+
 @pytest.fixture
 def standin() -> Iterator[StandIn]:
     stand_in = StandIn()

@@ -526,3 +526,11 @@ def test_failsafe_fires_only_for_a_run_that_has_not_ended(tmp_path: Path, host_r
     assert "the run has ended; nothing to do" in proc.stdout
     final = store.load("fs3")
     assert final is not None and final.finish == {}
+
+
+def test_the_suite_forbids_the_real_poweroff_even_outside_a_container(host_root: Path) -> None:
+    fh = FinishHost(root=host_root, detect_virt=("/nonexistent/systemd-detect-virt",))
+    assert fh.poweroff_commands == (("systemctl", "poweroff"), ("shutdown", "-h", "now"))
+    result, out = finish(make_spec("{action: poweroff}"), verified=True, finish_host=fh)
+    assert result.action == "keep" and not result.ok
+    assert "RUNSPEC_TEST_NO_POWEROFF is set" in out.text
