@@ -1,0 +1,54 @@
+"""The multi-GPU path without GPUs: LibreYOLO's own DDP coordinator, driven on CPU.
+
+With `device: "0,1,..."` LibreYOLO runs training in a coordinator (its own session) and mp.spawn
+ranks; runspec's callback runs in the rank-0 worker, two processes away from the trainer. The
+trainer's hidden RUNSPEC_TRAINER_CPU_DDP option sends the real trainer program through
+`spawn_for_model` with two CPU ranks (gloo, sync_bn off), so this is the production path save
+for NCCL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import psutil
+import pytest
+
+from runspec import control
+from runspec.checkpoints import complete_checkpoints, is_intact
+from runspec.control import TrainerOutcome
+from runspec.launcher import start
+from runspec.observer import ObservedState, observe
+from runspec.trainer import CPU_DDP_ENV
+from tests.fixtures_training import TinyJob, wait_epoch, wait_for
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def test_a_stop_request_stops_ddp_training_at_an_epoch_boundary(tiny_job: TinyJob) -> None:
+    job, paths = tiny_job("ddp", epochs=30)
+    job = dataclasses.replace(job, env={**job.env, CPU_DDP_ENV: "2"})
+    handle = start(job, paths)
+    wait_epoch(paths, 1)
+    tree = psutil.Process(handle.identity.pid).children(recursive=True)
+    # The coordinator, its resource tracker and two ranks, outside the trainer's session.
+    assert len(tree) >= 3
+    sessions = {os.getsid(p.pid) for p in tree}
+    assert os.getsid(handle.identity.pid) not in sessions
+    assert "DDP active: rank=0/2" in (paths.run_dir / "console.log").read_text()
+
+    handle.request_stop("cancelled under DDP")
+    wait_for(lambda: not handle.alive(), 300, "the DDP trainer to exit")
+    result = handle.result()
+    assert result is not None and result.outcome == TrainerOutcome.STOPPED, result
+    assert result.reason.startswith("cancelled under DDP")
+    marker = control.read_epoch_marker(paths.control_dir)
+    assert marker is not None and 1 <= marker.epoch <= 2 < marker.total_epochs
+    assert is_intact(paths.run_dir / "weights" / "last.pt")
+    complete = {c.relpath: c.epoch for c in complete_checkpoints(paths.run_dir, paths.control_dir)}
+    assert complete["weights/last.pt"] == marker.epoch
+    assert observe(paths.run_dir, paths.control_dir, alive=False).state == ObservedState.STOPPED
+    # Every process of the tree is gone, the ranks included.
+    _, alive = psutil.wait_procs(tree, timeout=30)
+    assert alive == []
