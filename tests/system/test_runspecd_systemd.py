@@ -1,0 +1,107 @@
+"""runspecd under a real systemd (booted in a container): readiness, reload, restart after a
+kill, stop; and a whole run that ends with a `command` finish powering the container off."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures_daemon import spec_text, wait_until
+from tests.fixtures_system import Installed
+from tests.system.harness import GUARDED_POWEROFF
+
+pytestmark = pytest.mark.system
+
+
+def test_unit_lifecycle_under_systemd(runspecd_container: Installed) -> None:
+    c = runspecd_container.container
+    # Type=notify: `systemctl start` returns once the daemon said READY=1.
+    c.sh("systemctl start runspecd")
+    props = c.show("runspecd", "ActiveState", "SubState", "StatusText", "WatchdogUSec", "MainPID")
+    assert (props["ActiveState"], props["SubState"]) == ("active", "running")
+    assert props["StatusText"].startswith("idle")
+    assert props["WatchdogUSec"] == "30s"
+    first_pid = props["MainPID"]
+
+    # A spec dropped in the inbox is claimed; its record is in the state folder.
+    inbox = runspecd_container.inbox
+    tmp = inbox / ".sys1.yaml.tmp"
+    tmp.write_text(spec_text("sys1"))
+    os.replace(tmp, inbox / "sys1.yaml")
+    wait_until((runspecd_container.state / "jobs/sys1/record.json").exists, what="the record")
+
+    c.sh("systemctl reload runspecd")
+    wait_until(lambda: "SIGHUP: reloading" in c.journal_text("runspecd"), what="the reload")
+    # RELOADING=1 ... READY=1: the unit is active again once the daemon re-read its config.
+    wait_until(lambda: c.show("runspecd", "ActiveState")["ActiveState"] == "active", what="ready")
+
+    # Killed outright: Restart=on-failure brings it back (after RestartSec) and it is ready again.
+    c.sh("systemctl kill -s KILL runspecd")
+    wait_until(
+        lambda: (
+            c.show("runspecd", "NRestarts", "SubState") == {"NRestarts": "1", "SubState": "running"}
+        ),
+        what="the restart",
+    )
+    assert c.show("runspecd", "MainPID")["MainPID"] != first_pid
+
+    c.sh("systemctl stop runspecd")
+    assert c.show("runspecd", "ActiveState")["ActiveState"] == "inactive"
+    assert "Stopped runspecd.service" in c.journal_text() or "Deactivated" in c.journal_text()
+
+
+@pytest.mark.training
+def test_a_run_trains_pushes_and_its_finish_powers_the_container_off(
+    runspecd_container: Installed,
+) -> None:
+    c = runspecd_container.container
+    state = runspecd_container.state
+    guard = state / "guarded-poweroff.sh"
+    guard.write_text(GUARDED_POWEROFF)
+    spec = (
+        "runspec: 1\nname: sysrun\n"
+        "dataset:\n  synthetic: {train: 8, val: 4, imgsz: 64, classes: 3, seed: 0}\n"
+        "train:\n  model: yolo9-t\n  epochs: 4\n  batch: 4\n  imgsz: 64\n  device: cpu\n"
+        "  save_period: 2\n  args: {pretrained: false, workers: 0, eval_interval: 1}\n"
+        "push:\n  dir: pushed\n  every: 1m\n"
+        "budget:\n  wall_clock: 15m\n"
+        "preflight: {matmul: false, collective: false}\n"
+        "finish:\n  action: command\n"
+        f"  command: [/bin/sh, {Path('/var/lib/runspec') / guard.name}, {c.name}]\n"
+    )
+    c.sh("systemctl start runspecd")
+    tmp = runspecd_container.inbox / ".sysrun.yaml.tmp"
+    tmp.write_text(spec)
+    os.replace(tmp, runspecd_container.inbox / "sysrun.yaml")
+    record = state / "jobs/sysrun/record.json"
+
+    def epoch() -> int:
+        try:
+            return int(json.loads(record.read_text()).get("epoch", 0))
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    wait_until(lambda: epoch() >= 1, timeout=300, what="the first epoch")
+    # A kill mid-run: systemd restarts the daemon, which re-attaches to the trainer.
+    c.sh("systemctl kill -s KILL runspecd")
+    wait_until(lambda: c.show("runspecd", "NRestarts")["NRestarts"] == "1", what="the restart")
+    before = epoch()
+    # A restart costs the training nothing: the trainer keeps its epochs.
+    c.sh("systemctl restart runspecd")
+    # The finish powers the container off once the final push is verified.
+    assert c.wait_exit(timeout=600) == 0
+    data = json.loads(record.read_text())
+    assert data["status"] == "finished" and data["termination"] == "completed"
+    assert data["epoch"] == 4 >= before
+    assert data["last_push"]["final"] is True
+    assert (state / "pushed/sysrun/weights/last.pt").exists()
+    journal = c.journal_text()
+    verified = journal.find("sysrun: finished")
+    powered = journal.find("Reached target poweroff.target")
+    assert -1 < verified < powered, journal[-3000:]
+    assert "re-attach" in c.journal_text("runspecd") or "resuming sysrun" in journal
+    time.sleep(0)  # nothing left to wait for: the container is gone
