@@ -69,8 +69,8 @@ def test_complete_checkpoints_follow_the_marker(tmp_path: Path) -> None:
     # The trainer starts rewriting last.pt for epoch 3: no longer vouched for.
     time.sleep(0.01)
     _save_checkpoint(run / "weights" / "last.pt", 3)
-    found = {c.relpath for c in complete_checkpoints(run, ctl)}
-    assert found == {"weights/epoch_2.pt"}
+    still = {c.relpath for c in complete_checkpoints(run, ctl)}
+    assert still == {"weights/epoch_2.pt"}
 
 
 def test_a_cut_file_with_the_recorded_stats_is_not_complete(tmp_path: Path) -> None:
