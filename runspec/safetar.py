@@ -1,0 +1,225 @@
+"""Safe, idempotent extraction of a dataset tar.
+
+Every member is checked before anything is written: the standard library's `data_filter`
+decides, and a member it would have to rewrite (an absolute name, say) is refused rather than
+silently changed, because a dataset tar that needs rewriting is not the tar its author thinks it
+is. The files go to a temporary folder inside `dest` and are renamed into place only when all is
+well; a marker records which tar (sha256) was extracted, so a re-run skips the work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from runspec.errors import RunspecError
+from runspec.units import format_bytes
+
+MARKER_DIR = ".runspec-extracted"
+# Room left on the filesystem after extraction: a dataset that fills the disk to the last
+# byte leaves none for checkpoints, logs or the Hub cache.
+FREE_MARGIN_BYTES = 100 * 10**6
+
+
+class UnsafeTarError(RunspecError):
+    """The tar holds a member runspec will not write; the message names it."""
+
+
+@dataclass(frozen=True)
+class ExtractResult:
+    sha256: str
+    entries: tuple[str, ...]  # the top-level names placed in dest
+    skipped: bool  # True when the marker said this tar was already extracted
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def free_bytes(path: Path) -> int:
+    """Free space for an unprivileged writer on the filesystem that holds `path` (or would)."""
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    st = os.statvfs(probe)
+    return st.f_bavail * st.f_frsize
+
+
+def check_members(members: list[tarfile.TarInfo], dest: Path) -> int:
+    """Refuse the first unsafe member; return the total declared size of the files."""
+    links: set[PurePosixPath] = set()
+    total = 0
+    for member in members:
+        name = member.name
+        path = PurePosixPath(name)
+        if ".." in path.parts:
+            raise UnsafeTarError(f"tar member {name!r} has a '..' component; refused")
+        try:
+            filtered = tarfile.data_filter(member, str(dest))
+        except tarfile.FilterError as exc:
+            raise UnsafeTarError(f"tar member {name!r} refused: {exc}") from exc
+        if filtered.name != member.name or filtered.linkname != member.linkname:
+            raise UnsafeTarError(
+                f"tar member {name!r} would have to be rewritten as {filtered.name!r} "
+                "to extract safely; refused (rebuild the tar with relative names)"
+            )
+        # A file written through a symlink the same tar created lands wherever the link points;
+        # data_filter cannot see that before the link exists on disk.
+        for parent in path.parents:
+            if parent in links:
+                raise UnsafeTarError(
+                    f"tar member {name!r} would be written through the symlink {str(parent)!r}; "
+                    "refused"
+                )
+        if member.issym() or member.islnk():
+            links.add(path)
+        if member.isfile():
+            total += member.size
+    return total
+
+
+def _marker_path(dest: Path, key: str) -> Path:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
+    return dest / MARKER_DIR / f"{safe}.json"
+
+
+def _read_marker(marker: Path) -> dict[str, object] | None:
+    try:
+        data = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _source_identity(tar_path: Path) -> dict[str, int]:
+    st = tar_path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino}
+
+
+def _entries(marker: dict[str, object]) -> tuple[str, ...] | None:
+    entries = marker.get("entries")
+    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        return None
+    return tuple(entries)
+
+
+def _already_extracted(marker: dict[str, object], dest: Path, sha: str) -> tuple[str, ...] | None:
+    if marker.get("sha256") != sha:
+        return None
+    entries = _entries(marker)
+    if entries is None or not all((dest / e).exists() for e in entries):
+        return None
+    return entries
+
+
+def _write_marker(marker: Path, payload: dict[str, object]) -> None:
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    tmp = marker.with_suffix(".tmp")
+    with tmp.open("w") as fh:
+        json.dump(payload, fh, indent=2)
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(marker)
+
+
+def _place(tmp: Path, dest: Path, entries: list[str], previous: tuple[str, ...]) -> None:
+    """Rename each top-level entry into dest; an entry of an earlier extraction is replaced."""
+    for entry in entries:
+        target = dest / entry
+        if (target.exists() or target.is_symlink()) and entry not in previous:
+            raise RunspecError(
+                f"{target} already exists and was not extracted by runspec from this tar; "
+                "move it away or set dataset.extract_to to another folder"
+            )
+    for entry in entries:
+        target = dest / entry
+        if target.exists() or target.is_symlink():
+            trash = Path(tempfile.mkdtemp(prefix=".runspec-old-", dir=dest))
+            target.rename(trash / entry)
+            (tmp / entry).rename(target)
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            (tmp / entry).rename(target)
+
+
+def extract(tar_path: Path, dest: Path, key: str | None = None) -> ExtractResult:
+    """Extract `tar_path` into `dest` safely; `key` names the marker (default: the tar's name).
+
+    Raises UnsafeTarError naming the member for a hostile or oversized tar; nothing is then
+    left in dest but the (removed) temporary folder.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    dest = dest.resolve()
+    marker = _marker_path(dest, key or tar_path.name)
+    known = _read_marker(marker) or {}
+    # The very file hashed last time (same inode, size, mtime): trust the recorded sha256
+    # rather than read a large tar again.
+    if known.get("source") == _source_identity(tar_path):
+        sha = str(known.get("sha256"))
+        done = _already_extracted(known, dest, sha)
+        if done is not None:
+            return ExtractResult(sha256=sha, entries=done, skipped=True)
+    try:
+        tar = _open(tar_path)
+    except (tarfile.TarError, OSError) as exc:
+        raise RunspecError(f"{tar_path} is not a readable tar archive: {exc}") from exc
+    with tar:
+        try:
+            members = tar.getmembers()
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raise RunspecError(f"{tar_path} is a damaged tar archive: {exc}") from exc
+        tmp = Path(tempfile.mkdtemp(prefix=".runspec-tmp-", dir=dest))
+        try:
+            total = check_members(members, tmp)
+            _check_space(members, dest, total)
+            sha = sha256_file(tar_path)
+            done = _already_extracted(known, dest, sha)
+            if done is None:
+                tar.extractall(tmp, members=members, filter="data")
+                entries = sorted(p.name for p in tmp.iterdir())
+                _place(tmp, dest, entries, _entries(known) or ())
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    _write_marker(
+        marker,
+        {
+            "tar": str(tar_path),
+            "sha256": sha,
+            "entries": list(done) if done is not None else entries,
+            "bytes": total,
+            "source": _source_identity(tar_path),
+        },
+    )
+    if done is not None:
+        return ExtractResult(sha256=sha, entries=done, skipped=True)
+    return ExtractResult(sha256=sha, entries=tuple(entries), skipped=False)
+
+
+def _open(tar_path: Path) -> tarfile.TarFile:
+    return tarfile.open(tar_path, "r:*")
+
+
+def _check_space(members: list[tarfile.TarInfo], dest: Path, total: int) -> None:
+    free = free_bytes(dest) - FREE_MARGIN_BYTES
+    if total <= free:
+        return
+    running = 0
+    for member in members:
+        if member.isfile():
+            running += member.size
+            if running > free:
+                raise UnsafeTarError(
+                    f"tar member {member.name!r} ({format_bytes(member.size)}) takes the "
+                    f"extraction to {format_bytes(running)} of {format_bytes(total)}, beyond the "
+                    f"{format_bytes(max(free, 0))} free in {dest}; free space or use a larger disk"
+                )
