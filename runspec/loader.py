@@ -132,6 +132,19 @@ class _Reporter:
             self.problems.append(problem)
 
 
+def _quote_hint(error: Any, report: _Reporter) -> str:
+    """`name: 08` is the number 8 in YAML 1.2; say so where a string was wanted."""
+    wanted = error.validator_value if error.validator == "type" else None
+    if wanted != "string" and not (isinstance(wanted, list) and "string" in wanted):
+        return ""
+    text = report.doc.plain_texts.get(tuple(error.absolute_path))
+    if not text:
+        return ""
+    if text == show(error.instance):
+        return f" (quote it for a string: '{text}')"
+    return f" (YAML reads {text} as {show(error.instance)}; quote it: '{text}')"
+
+
 def _schema_problems(error: Any, report: _Reporter) -> None:
     path: JsonPath = tuple(error.absolute_path)
     kind = error.validator
@@ -179,13 +192,14 @@ def _schema_problems(error: Any, report: _Reporter) -> None:
             at_key=True,
         )
     elif custom:
-        report.add(path, custom.format(value=show(instance)))
+        report.add(path, custom.format(value=show(instance)) + _quote_hint(error, report))
     elif kind == "type":
         wanted = error.validator_value
         names = [_TYPE_NAMES[t] for t in ([wanted] if isinstance(wanted, str) else wanted)]
         hint = ""
         if wanted == "boolean" and isinstance(instance, str) and instance.lower() in _YAML11_BOOLS:
             hint = " (YAML 1.2 reads yes/no/on/off as strings: write true or false)"
+        hint = hint or _quote_hint(error, report)
         report.add(path, f"expected {' or '.join(names)}, got {show(instance)}{hint}")
     elif kind == "enum":
         choices = [str(c) for c in error.validator_value]

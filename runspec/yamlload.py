@@ -10,6 +10,7 @@ that each problem can point at the text that causes it.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Callable
@@ -129,6 +130,8 @@ class YamlDocument:
     text: str
     key_marks: dict[Path, Mark] = field(default_factory=dict)
     value_marks: dict[Path, Mark] = field(default_factory=dict)
+    # The text of each plain scalar YAML did not read as a string (`08` -> 8), for messages.
+    plain_texts: dict[Path, str] = field(default_factory=dict)
 
     def value_mark(self, path: Path) -> Mark:
         """Where the value at `path` starts; the nearest known ancestor's if it has none."""
@@ -154,8 +157,28 @@ class _TooDeep(Exception):
         self.node = node
 
 
-def _mark(node: Node) -> Mark:
-    return Mark(node.start_mark.line + 1, node.start_mark.column + 1)
+class Locator:
+    """Line and column of a character index, counting only "\n" as a line break.
+
+    libyaml also breaks lines at \r, NEL and U+2028 (YAML 1.1); an editor and YAML 1.2 do
+    not, so runspec counts lines itself from libyaml's character index.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def at(self, index: int) -> Mark:
+        # The end of the file (where libyaml reports an unexpected end) is shown on the last
+        # line, not on the empty one after its final newline.
+        index = max(0, min(index, len(self.text)))
+        if index == len(self.text) and self.text.endswith("\n"):
+            index -= 1
+        line = bisect.bisect_right(self.starts, index)
+        return Mark(line, index - self.starts[line - 1] + 1)
+
+    def node(self, node: Node) -> Mark:
+        return self.at(node.start_mark.index)
 
 
 def _show(value: Any) -> str:
@@ -163,8 +186,9 @@ def _show(value: Any) -> str:
 
 
 class _Builder:
-    def __init__(self, source: str, doc: YamlDocument) -> None:
+    def __init__(self, source: str, doc: YamlDocument, locate: Locator) -> None:
         self.source = source
+        self.locate = locate
         self.doc = doc
         self.nodes = 0
         self.problems: list[Problem] = []
@@ -182,36 +206,41 @@ class _Builder:
             raise _TooMany(node)
         if depth > MAX_DEPTH:
             raise _TooDeep(node)
-        self.doc.value_marks.setdefault(path, _mark(node))
+        self.doc.value_marks.setdefault(path, self.locate.node(node))
         if isinstance(node, MappingNode):
             return self._mapping(node, path, depth)
         if isinstance(node, SequenceNode):
             if node.tag != _SEQ:
-                self.problem(_mark(node), path, f"unsupported YAML tag {node.tag}")
+                self.problem(self.locate.node(node), path, f"unsupported YAML tag {node.tag}")
             return [self.build(item, (*path, i), depth + 1) for i, item in enumerate(node.value)]
-        return self._scalar(node, path)
+        value = self._scalar(node, path)
+        if not isinstance(value, str):
+            self.doc.plain_texts.setdefault(path, node.value)
+        return value
 
     def _scalar(self, node: Node, path: Path) -> Any:
         convert = _SCALARS.get(node.tag)
         if convert is None:
-            self.problem(_mark(node), path, f"unsupported YAML tag {node.tag}; remove it")
+            self.problem(
+                self.locate.node(node), path, f"unsupported YAML tag {node.tag}; remove it"
+            )
             return node.value
         try:
             return convert(node.value)
         except ValueError:
             tag = node.tag.removeprefix(_CORE)
-            self.problem(_mark(node), path, f"{node.value!r} is not a valid !!{tag}")
+            self.problem(self.locate.node(node), path, f"{node.value!r} is not a valid !!{tag}")
             return node.value
 
     def _mapping(self, node: MappingNode, path: Path, depth: int) -> dict[str, Any]:
         if node.tag != _MAP:
-            self.problem(_mark(node), path, f"unsupported YAML tag {node.tag}")
+            self.problem(self.locate.node(node), path, f"unsupported YAML tag {node.tag}")
         result: dict[str, Any] = {}
         for key_node, value_node in node.value:
             self.nodes += 1
             if self.nodes > MAX_NODES:
                 raise _TooMany(key_node)
-            key_mark = _mark(key_node)
+            key_mark = self.locate.node(key_node)
             if not isinstance(key_node, ScalarNode):
                 self.problem(key_mark, path, "a key must be a plain string, not a list or mapping")
                 continue
@@ -239,9 +268,9 @@ class _Builder:
         return result
 
 
-def _offset_mark(text: str, index: int) -> Mark:
-    before = text[:index]
-    return Mark(before.count("\n") + 1, index - (before.rfind("\n") + 1) + 1)
+def _end_mark(text: str) -> Mark:
+    """Where the character after `text` stands."""
+    return Mark(text.count("\n") + 1, len(text) - (text.rfind("\n") + 1) + 1)
 
 
 def too_big(size: int, source: str) -> Problem:
@@ -259,19 +288,20 @@ def _decode(raw: bytes | str, source: str) -> tuple[str | None, list[Problem]]:
         return raw.decode("utf-8").removeprefix("\ufeff"), []
     except UnicodeDecodeError as exc:
         good = raw[: exc.start].decode("utf-8")
-        mark = _offset_mark(good, len(good))
+        mark = _end_mark(good)
         byte = raw[exc.start]
         message = f"not UTF-8: byte 0x{byte:02x} cannot be decoded; save the file as UTF-8"
         return None, [Problem(source, mark.line, mark.column, "", message)]
 
 
 def _yaml_error(exc: yaml.YAMLError, text: str, source: str) -> Problem:
+    locate = Locator(text)
     if isinstance(exc, yaml.reader.ReaderError):
-        mark = _offset_mark(text, min(exc.position, len(text)))
+        mark = locate.at(exc.position)
         return Problem(source, mark.line, mark.column, "", f"not valid YAML: {exc.reason}")
     if isinstance(exc, yaml.MarkedYAMLError):
         where = exc.problem_mark or exc.context_mark
-        line, column = (where.line + 1, where.column + 1) if where is not None else (1, 1)
+        mark = locate.at(where.index) if where is not None else Mark(1, 1)
         if exc.context == "expected a single document in the stream":
             message = "the file holds more than one YAML document; a spec is exactly one"
         elif where is not None and text[where.index : where.index + 1] == "\t":
@@ -279,20 +309,8 @@ def _yaml_error(exc: yaml.YAMLError, text: str, source: str) -> Problem:
         else:
             parts = [p for p in (exc.context, exc.problem) if p]
             message = "not valid YAML: " + ", ".join(parts)
-        return Problem(source, line, column, "", message)
+        return Problem(source, mark.line, mark.column, "", message)
     return Problem(source, 1, 1, "", f"not valid YAML: {exc}")
-
-
-def _clamp(problem: Problem, text: str) -> Problem:
-    """libyaml may report the position just past the last line; keep it inside the file."""
-    lines = text.split("\n")
-    if text.endswith("\n"):
-        lines.pop()
-    last = max(len(lines), 1)
-    if problem.line <= last:
-        return problem
-    width = len(lines[-1]) if lines else 0
-    return Problem(problem.file, last, max(width, 1), problem.pointer, problem.message)
 
 
 def load_yaml(raw: bytes | str, source: str) -> tuple[YamlDocument | None, list[Problem]]:
@@ -305,29 +323,30 @@ def load_yaml(raw: bytes | str, source: str) -> tuple[YamlDocument | None, list[
     try:
         root = composer.get_single_node()
     except yaml.YAMLError as exc:
-        return None, [_clamp(_yaml_error(exc, text, source), text)]
+        return None, [_yaml_error(exc, text, source)]
     finally:
         composer.dispose()
+    locate = Locator(text)
     if root is None:
         return None, [Problem(source, 1, 1, "", "the file is empty; a spec is a YAML mapping")]
     if not isinstance(root, MappingNode):
         kind = "a list" if isinstance(root, SequenceNode) else "a single value"
-        mark = _mark(root)
+        mark = locate.node(root)
         message = f"the top level is {kind}; a spec is a mapping (runspec: 1, name: ..., ...)"
         return None, [Problem(source, mark.line, mark.column, "", message)]
     doc = YamlDocument(data={}, text=text)
-    builder = _Builder(source, doc)
+    builder = _Builder(source, doc, locate)
     try:
         doc.data = builder.build(root, (), 0)
     except _TooMany as exc:
-        mark = _mark(exc.node)
+        mark = locate.node(exc.node)
         message = (
             f"the file expands to more than {MAX_NODES:,} YAML nodes (aliases included); "
             "a spec needs a few dozen"
         )
         return None, [Problem(source, mark.line, mark.column, "", message)]
     except _TooDeep as exc:
-        mark = _mark(exc.node)
+        mark = locate.node(exc.node)
         message = f"values are nested more than {MAX_DEPTH} levels deep"
         return None, [Problem(source, mark.line, mark.column, "", message)]
     return doc, builder.problems

@@ -1,0 +1,150 @@
+"""`runspec validate` and `runspec schema` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from runspec.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+INVALID = REPO / "tests" / "specs" / "invalid"
+HEAVY = ("torch", "libreyolo", "huggingface_hub", "apscheduler")
+
+
+def _run(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runspec", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        check=False,
+    )
+
+
+def test_valid_examples_exit_zero_and_print_nothing_on_stdout() -> None:
+    result = _run("validate", "specs")
+    assert (result.returncode, result.stdout) == (0, "")
+    assert "4 specs valid" in result.stderr
+
+
+def test_an_invalid_spec_exits_one_with_one_line_per_problem() -> None:
+    result = _run("validate", "tests/specs/invalid/many_problems.yaml")
+    assert result.returncode == 1
+    expected = (INVALID / "many_problems.expected").read_text(encoding="utf-8")
+    assert result.stdout == expected.replace(
+        "many_problems.yaml", "tests/specs/invalid/many_problems.yaml"
+    )
+
+
+@pytest.mark.parametrize("flag", [["--json"], ["--format", "json"]])
+def test_json_output_is_only_the_list(
+    flag: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(INVALID)
+    assert main(["validate", *flag, "train_batch_not_divisible.yaml", "args_unknown.yaml"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out == [
+        {
+            "file": "train_batch_not_divisible.yaml",
+            "line": 9,
+            "column": 10,
+            "pointer": "/train/batch",
+            "message": "batch 63 does not divide evenly across 4 GPUs (it is the global batch, "
+            "split across them): use a multiple of 4",
+        },
+        {
+            "file": "args_unknown.yaml",
+            "line": 9,
+            "column": 5,
+            "pointer": "/train/args/lr",
+            "message": "unknown key 'lr' (did you mean 'lr0'?)",
+        },
+        {
+            "file": "args_unknown.yaml",
+            "line": 10,
+            "column": 5,
+            "pointer": "/train/args/warmup",
+            "message": "unknown key 'warmup' (did you mean 'warmup_epochs' or 'warmup_lr_start'?)",
+        },
+    ]
+
+
+def test_json_output_of_valid_specs_is_an_empty_list(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "--json", str(REPO / "specs")]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_folders_are_searched_recursively_for_yaml_and_yml(
+    spec_file: Callable[..., Path], spec_minimal_text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = spec_file(spec_minimal_text, "runs/a/good.yml")
+    bad = spec_file(spec_minimal_text.replace("epochs: 3", "epochs: -1"), "runs/b/c/bad.yaml")
+    spec_file("not: [a spec", "runs/.hidden/ignored.yaml")
+    spec_file("not: [a spec", "runs/notes.txt")
+    root = good.parent.parent
+    assert main(["validate", "--json", str(root)]) == 1
+    problems = json.loads(capsys.readouterr().out)
+    assert [(p["file"], p["pointer"]) for p in problems] == [(str(bad), "/train/epochs")]
+    assert main(["validate", str(root / "a")]) == 0
+
+
+def test_a_missing_path_is_a_usage_error_and_the_rest_is_still_checked(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code = main(
+        ["validate", "--json", str(tmp_path / "nope.yaml"), str(INVALID / "yaml_empty.yaml")]
+    )
+    assert code == 2
+    captured = capsys.readouterr()
+    assert [p["pointer"] for p in json.loads(captured.out)] == [""]
+    assert "nope.yaml: no such file or folder" in captured.err
+
+
+def test_an_unreadable_file_in_a_folder_exits_two(
+    tmp_path: Path, spec_minimal_text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "good.yaml").write_text(spec_minimal_text, encoding="utf-8")
+    (tmp_path / "dangling.yaml").symlink_to(tmp_path / "gone.yaml")
+    assert main(["validate", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "cannot read" in captured.err and "dangling.yaml" in captured.err
+
+
+def test_a_folder_without_specs_is_a_usage_error(tmp_path: Path) -> None:
+    assert main(["validate", str(tmp_path)]) == 2
+
+
+def test_no_path_at_all_is_a_usage_error() -> None:
+    result = _run("validate")
+    assert result.returncode == 2
+    assert "PATH" in result.stderr
+
+
+def test_validate_imports_nothing_heavy(tmp_path: Path) -> None:
+    shutil.copy(REPO / "specs" / "quickstart.yaml", tmp_path / "q.yaml")
+    probe = (
+        "import sys\n"
+        "from runspec.cli import main\n"
+        f"code = main(['validate', {str(tmp_path / 'q.yaml')!r}])\n"
+        f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\n"
+        "print(code, heavy)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.stdout.strip() == "0 []", result.stderr
+
+
+def test_schema_command_prints_json_an_editor_can_use() -> None:
+    result = _run("schema")
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["title"].startswith("runspec run spec")
