@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
 from runspec.cli import main
 
@@ -148,3 +150,18 @@ def test_schema_command_prints_json_an_editor_can_use() -> None:
     result = _run("schema")
     assert result.returncode == 0
     assert json.loads(result.stdout)["title"].startswith("runspec run spec")
+
+
+def test_the_pre_commit_hook_validates_the_specs_it_selects() -> None:
+    (hook,) = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
+    assert (hook["id"], hook["language"], hook["types"]) == ("runspec-validate", "python", ["yaml"])
+    selected = re.compile(hook["files"])
+    assert selected.search("specs/quickstart.yaml")
+    assert selected.search("runs/2026/exp1.yaml")
+    assert not selected.search("schemas/runspec.schema.json")
+    assert not selected.search(".github/workflows/ci.yaml")
+    program, *args = hook["entry"].split()
+    assert program == "runspec"
+    files = sorted(str(p) for p in (REPO / "specs").glob("*.yaml"))
+    assert main([*args, *files]) == 0
+    assert main([*args, str(INVALID / "name_pattern.yaml")]) == 1
