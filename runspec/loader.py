@@ -199,6 +199,8 @@ def _schema_problems(error: Any, report: _Reporter) -> None:
         hint = ""
         if wanted == "boolean" and isinstance(instance, str) and instance.lower() in _YAML11_BOOLS:
             hint = " (YAML 1.2 reads yes/no/on/off as strings: write true or false)"
+        if wanted == "object" and instance is None:
+            hint = " (a key with nothing after it is null: write {} for an empty mapping)"
         hint = hint or _quote_hint(error, report)
         report.add(path, f"expected {' or '.join(names)}, got {show(instance)}{hint}")
     elif kind == "enum":

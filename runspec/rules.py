@@ -88,20 +88,16 @@ def normalise_args(args: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]
     return result, spelled, findings
 
 
-def _walk(value: Any, path: Path) -> Iterator[tuple[Path, Any]]:
-    yield path, value
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from _walk(item, (*path, key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _walk(item, (*path, index))
-
-
 def _finite(data: dict[str, Any]) -> Iterator[Finding]:
-    for path, value in _walk(data, ()):
+    stack: list[tuple[Path, Any]] = [((), data)]
+    while stack:
+        path, value = stack.pop()
         if isinstance(value, float) and not math.isfinite(value):
             yield Finding(path, f"{value} is not a finite number")
+        elif isinstance(value, dict):
+            stack.extend(((*path, k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend(((*path, i), v) for i, v in enumerate(value))
 
 
 def _positive_durations(data: dict[str, Any]) -> Iterator[Finding]:

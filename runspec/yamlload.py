@@ -122,41 +122,6 @@ def json_pointer(path: Path) -> str:
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
 
 
-@dataclass
-class YamlDocument:
-    """The plain values of a spec file and where each key and value stands in it."""
-
-    data: dict[str, Any]
-    text: str
-    key_marks: dict[Path, Mark] = field(default_factory=dict)
-    value_marks: dict[Path, Mark] = field(default_factory=dict)
-    # The text of each plain scalar YAML did not read as a string (`08` -> 8), for messages.
-    plain_texts: dict[Path, str] = field(default_factory=dict)
-
-    def value_mark(self, path: Path) -> Mark:
-        """Where the value at `path` starts; the nearest known ancestor's if it has none."""
-        for end in range(len(path), -1, -1):
-            mark = self.value_marks.get(path[:end])
-            if mark is not None:
-                return mark
-        return Mark(1, 1)
-
-    def key_mark(self, path: Path) -> Mark:
-        """Where the key naming `path` stands (the value's position for list items)."""
-        mark = self.key_marks.get(path)
-        return mark if mark is not None else self.value_mark(path)
-
-
-class _TooMany(Exception):
-    def __init__(self, node: Node) -> None:
-        self.node = node
-
-
-class _TooDeep(Exception):
-    def __init__(self, node: Node) -> None:
-        self.node = node
-
-
 class Locator:
     """Line and column of a character index, counting only "\n" as a line break.
 
@@ -181,14 +146,53 @@ class Locator:
         return self.at(node.start_mark.index)
 
 
+@dataclass
+class YamlDocument:
+    """The plain values of a spec file and where each key and value stands in it."""
+
+    data: dict[str, Any]
+    text: str
+    # Character indices, turned into lines and columns only for the few that are reported.
+    key_index: dict[Path, int] = field(default_factory=dict)
+    value_index: dict[Path, int] = field(default_factory=dict)
+    # The text of each plain scalar YAML did not read as a string (`08` -> 8), for messages.
+    plain_texts: dict[Path, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.locate = Locator(self.text)
+
+    def value_mark(self, path: Path) -> Mark:
+        """Where the value at `path` starts; the nearest known ancestor's if it has none."""
+        for end in range(len(path), -1, -1):
+            index = self.value_index.get(path[:end])
+            if index is not None:
+                return self.locate.at(index)
+        return Mark(1, 1)
+
+    def key_mark(self, path: Path) -> Mark:
+        """Where the key naming `path` stands (the value's position for list items)."""
+        index = self.key_index.get(path)
+        return self.locate.at(index) if index is not None else self.value_mark(path)
+
+
+class _TooMany(Exception):
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+
+class _TooDeep(Exception):
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+
 def _show(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
 class _Builder:
-    def __init__(self, source: str, doc: YamlDocument, locate: Locator) -> None:
+    def __init__(self, source: str, doc: YamlDocument) -> None:
         self.source = source
-        self.locate = locate
+        self.locate = doc.locate
         self.doc = doc
         self.nodes = 0
         self.problems: list[Problem] = []
@@ -206,7 +210,7 @@ class _Builder:
             raise _TooMany(node)
         if depth > MAX_DEPTH:
             raise _TooDeep(node)
-        self.doc.value_marks.setdefault(path, self.locate.node(node))
+        self.doc.value_index.setdefault(path, node.start_mark.index)
         if isinstance(node, MappingNode):
             return self._mapping(node, path, depth)
         if isinstance(node, SequenceNode):
@@ -240,30 +244,33 @@ class _Builder:
             self.nodes += 1
             if self.nodes > MAX_NODES:
                 raise _TooMany(key_node)
-            key_mark = self.locate.node(key_node)
             if not isinstance(key_node, ScalarNode):
-                self.problem(key_mark, path, "a key must be a plain string, not a list or mapping")
+                self.problem(
+                    self.locate.node(key_node),
+                    path,
+                    "a key must be a plain string, not a list or mapping",
+                )
                 continue
             key = self._scalar(key_node, path)
             if not isinstance(key, str):
                 shown = "null" if key is None else _show(key)
                 self.problem(
-                    key_mark,
+                    self.locate.node(key_node),
                     (*path, str(key_node.value)),
                     f"the key {shown} is not a string; quote it: '{key_node.value}'",
                 )
                 continue
             child = (*path, key)
             if key in result:
-                first = self.doc.key_marks[child]
+                first = self.doc.key_mark(child)
                 self.problem(
-                    key_mark,
+                    self.locate.node(key_node),
                     child,
                     f"duplicate key {key!r} (first at line {first.line}); "
                     "YAML allows each key once",
                 )
                 continue
-            self.doc.key_marks[child] = key_mark
+            self.doc.key_index[child] = key_node.start_mark.index
             result[key] = self.build(value_node, child, depth + 1)
         return result
 
@@ -326,7 +333,8 @@ def load_yaml(raw: bytes | str, source: str) -> tuple[YamlDocument | None, list[
         return None, [_yaml_error(exc, text, source)]
     finally:
         composer.dispose()
-    locate = Locator(text)
+    doc = YamlDocument(data={}, text=text)
+    locate = doc.locate
     if root is None:
         return None, [Problem(source, 1, 1, "", "the file is empty; a spec is a YAML mapping")]
     if not isinstance(root, MappingNode):
@@ -334,8 +342,7 @@ def load_yaml(raw: bytes | str, source: str) -> tuple[YamlDocument | None, list[
         mark = locate.node(root)
         message = f"the top level is {kind}; a spec is a mapping (runspec: 1, name: ..., ...)"
         return None, [Problem(source, mark.line, mark.column, "", message)]
-    doc = YamlDocument(data={}, text=text)
-    builder = _Builder(source, doc, locate)
+    builder = _Builder(source, doc)
     try:
         doc.data = builder.build(root, (), 0)
     except _TooMany as exc:

@@ -28,9 +28,9 @@ class CliOption:
 def libreyolo_train_options() -> dict[str, CliOption]:
     """The `libreyolo train` command's options as its click command declares them."""
     # Imported here, not at the top: collecting the suite must not pay LibreYOLO's import.
-    import typer  # noqa: PLC0415
-    from libreyolo.cli.commands import train  # noqa: PLC0415
-    from libreyolo.cli.parsing import KeyValueCommand  # noqa: PLC0415
+    import typer
+    from libreyolo.cli.commands import train
+    from libreyolo.cli.parsing import KeyValueCommand
 
     app = typer.Typer(add_completion=False)
     app.command("train", cls=KeyValueCommand)(train.train_cmd)
@@ -69,6 +69,6 @@ def test_types_and_defaults_match_the_cli(libreyolo_train_options: dict[str, Cli
 
 
 def test_sync_bn_is_a_python_only_training_option() -> None:
-    from libreyolo.training.config import TrainConfig  # noqa: PLC0415
+    from libreyolo.training.config import TrainConfig
 
     assert "sync_bn" in {f.name for f in dataclasses.fields(TrainConfig)}

@@ -36,7 +36,7 @@ def spec_files(path: Path) -> Iterator[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from runspec.loader import check_spec_file  # noqa: PLC0415 (keeps every other command's start-up light)
+    from runspec.loader import check_spec_file  # here: other commands need not load it
 
     problems: list[Problem] = []
     code = EXIT_OK
