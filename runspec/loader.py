@@ -10,6 +10,7 @@ import difflib
 import hashlib
 import json
 import os
+import stat
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
@@ -359,6 +360,9 @@ def load_spec_text(text: str | bytes, source: str) -> Spec:
 
 def _read(path: Path) -> bytes | Problem:
     try:
+        # Only regular files: opening a FIFO or a device could wait forever.
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise UsageError(f"cannot read {path}: not a regular file")
         with path.open("rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size > MAX_BYTES:

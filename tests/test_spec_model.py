@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -244,6 +245,10 @@ def test_an_unreadable_file_is_a_usage_error(tmp_path: Path) -> None:
         check_spec_file(tmp_path / "missing.yaml")
     with pytest.raises(UsageError):
         load_spec(tmp_path)  # a folder
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(UsageError, match="not a regular file"):
+        check_spec_file(fifo)  # refused, not waited on
 
 
 def test_an_oversized_file_is_refused_without_reading_it_all(
