@@ -223,3 +223,11 @@ def _check_space(members: list[tarfile.TarInfo], dest: Path, total: int) -> None
                     f"extraction to {format_bytes(running)} of {format_bytes(total)}, beyond the "
                     f"{format_bytes(max(free, 0))} free in {dest}; free space or use a larger disk"
                 )
+
+
+def is_extracted(dest: Path, key: str) -> bool:
+    """Whether the marker for `key` says its tar sits extracted in dest (no hashing)."""
+    dest = dest.resolve() if dest.exists() else dest
+    known = _read_marker(_marker_path(dest, key)) or {}
+    entries = _entries(known)
+    return entries is not None and all((dest / e).exists() for e in entries)

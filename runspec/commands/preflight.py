@@ -1,0 +1,38 @@
+"""`runspec preflight SPEC`: check this machine against this spec, without training."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from runspec.commands import add_format, add_state, print_json, state_dir
+
+# The checks take seconds; a hung driver or collective must still end the command.
+DEFAULT_TIMEOUT_S = 300.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("spec", type=Path, help="the run spec (YAML)")
+    add_state(parser)
+    add_format(parser)
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help=f"hard limit for all checks, in seconds (default {DEFAULT_TIMEOUT_S:.0f})",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from runspec.loader import load_spec
+    from runspec.paths import RunPaths
+    from runspec.preflight import run_preflight
+
+    spec = load_spec(args.spec)
+    paths = RunPaths.for_spec(spec, state_dir(args))
+    report = run_preflight(spec, paths, "all", timeout=args.timeout)
+    if args.format == "json":
+        print_json(report.to_json())
+    else:
+        print(report.render_text())
+    return 1 if report.failed else 0

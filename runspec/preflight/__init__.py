@@ -1,0 +1,111 @@
+"""The preflight: checks that find in seconds what would otherwise waste GPU hours.
+
+`run_preflight` runs the checks in a child process (`python -m runspec.preflight`), because
+they import torch and the daemon must not; the child has a hard timeout, so a wedged driver or
+a hung collective ends as a failed check, never as a stuck run. Phases: `machine` (versions,
+GPUs, matmul, collective, disk, HF_HOME, push target) before anything slow is downloaded;
+`dataset` (libreyolo doctor, the profiler) once the dataset is staged; `all` for both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Literal
+
+from runspec.errors import RunspecError
+from runspec.model import Spec
+from runspec.paths import RunPaths
+from runspec.preflight.report import CheckResult, CheckStatus, PreflightReport, failed
+
+__all__ = ["CheckResult", "CheckStatus", "PreflightReport", "child_env", "run_preflight"]
+
+Phase = Literal["machine", "dataset", "all"]
+# After the hard timeout the child's process group gets SIGKILL; this bounds the reaping.
+_REAP_S = 10.0
+
+
+def child_env(spec: Spec) -> dict[str, str]:
+    """The environment the trainer will have: ours plus the spec's `env` (never secrets)."""
+    env = dict(os.environ)
+    env.update({k: str(v) for k, v in spec.env.items()})
+    return env
+
+
+def _spec_file(spec: Spec, paths: RunPaths, tmp: Path) -> Path:
+    if spec.text:
+        path = tmp / "spec.yaml"
+        path.write_text(spec.text, encoding="utf-8")
+        return path
+    received = paths.job_dir / "spec.yaml"
+    if received.is_file():
+        return received
+    raise RunspecError(f"spec {spec.name!r} has no text to hand to the preflight child")
+
+
+def run_preflight(spec: Spec, paths: RunPaths, phase: Phase, timeout: float) -> PreflightReport:
+    """Run the checks of `phase` in a child with a hard `timeout` (seconds) and collect them."""
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="runspec-preflight-") as tmp:
+        cmd = [
+            sys.executable, "-m", "runspec.preflight",
+            "--spec", str(_spec_file(spec, paths, Path(tmp))),
+            "--state", str(paths.state),
+            "--project", str(paths.project),
+            "--data-root", str(paths.data_root),
+            "--phase", phase,
+            # Inner waits (the collective) must end before the hard kill does.
+            "--timeout", f"{max(timeout * 0.8, 1.0):.1f}",
+            "--json",
+        ]  # fmt: skip
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env(spec),
+            cwd=tmp,
+            start_new_session=True,  # its own group: the timeout kills its workers too
+        )
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # The group is ours: the child was started just above and has not been reaped.
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=_REAP_S)
+            return PreflightReport(
+                phase=phase,
+                checks=[
+                    failed(
+                        "preflight",
+                        f"the checks did not finish within {timeout:.0f} s (killed)",
+                        "a GPU or driver that hangs is not fit to train on; check nvidia-smi, "
+                        "or run `runspec preflight SPEC` to see which check stalls",
+                    )
+                ],
+                seconds=time.monotonic() - started,
+            )
+    try:
+        report = PreflightReport.from_json(json.loads(out))
+    except (ValueError, KeyError, TypeError):
+        tail = (err.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        return PreflightReport(
+            phase=phase,
+            checks=[
+                failed(
+                    "preflight",
+                    f"the checks crashed: {tail}",
+                    "see the traceback with `runspec -v preflight SPEC`",
+                )
+            ],
+            seconds=time.monotonic() - started,
+        )
+    return PreflightReport(
+        phase=report.phase, checks=report.checks, seconds=time.monotonic() - started
+    )

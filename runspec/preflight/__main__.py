@@ -1,0 +1,141 @@
+"""The preflight child: `python -m runspec.preflight --spec FILE --state DIR --phase P [--json]`.
+
+It imports torch (the daemon never does), runs the checks of its phase and prints the report.
+Exit status: 0 no check failed, 1 a check failed, 2 usage or an invalid spec.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from runspec.errors import RunspecError
+from runspec.model import Spec
+from runspec.paths import RunPaths
+from runspec.preflight.report import CheckResult, PreflightReport, failed
+
+DEFAULT_TIMEOUT_S = 120.0
+
+
+def _guarded(name: str, check: Callable[[], list[CheckResult]]) -> list[CheckResult]:
+    """One broken check must not hide the others' results."""
+    try:
+        return check()
+    except Exception as exc:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return [
+            failed(
+                name,
+                f"the check crashed: {type(exc).__name__}: {first}",
+                "report this with `runspec -v preflight SPEC`",
+            )
+        ]
+
+
+def machine_checks(spec: Spec, paths: RunPaths, timeout: float) -> list[CheckResult]:
+    from runspec.preflight import checks, disk
+    from runspec.staging import hf_home_for
+
+    results = _guarded("versions", checks.version_checks)
+    if not any(r.name == "torch" and r.status.value == "pass" for r in results):
+        return results
+    results += _guarded("gpu", lambda: _gpu_checks(spec, timeout))
+    data_bytes, note = checks.dataset_bytes(spec, paths.data_root)
+    if note is not None:
+        results.append(note)
+    results += _guarded(
+        "disk", lambda: [disk.disk_check(spec, paths.run_dir, paths.data_root, data_bytes)]
+    )
+    results += _guarded(
+        "hf_home",
+        lambda: [disk.hf_home_check(hf_home_for(spec), Path("/proc/self/mountinfo").read_text())],
+    )
+    results += _guarded("push", lambda: [checks.push_check(spec)])
+    return results
+
+
+def _gpu_checks(spec: Spec, timeout: float) -> list[CheckResult]:
+    from runspec.preflight import gpu
+
+    selection = gpu.select_gpus(spec.train)
+    results = [selection.check]
+    if selection.check.status.value == "fail":
+        return results
+    for index in selection.gpus:
+        arch = gpu.arch_supported(index)
+        if arch is not None:
+            results.append(arch)
+        if spec.preflight.matmul:
+            results.append(gpu.matmul_check(f"cuda:{index}"))
+    if spec.preflight.collective and len(selection.gpus) > 1:
+        from runspec.preflight.collective import collective_check
+
+        results.append(collective_check(selection.gpus, timeout))
+    return results
+
+
+def dataset_checks(spec: Spec, paths: RunPaths, timeout: float) -> list[CheckResult]:
+    from runspec.preflight import checks
+    from runspec.staging import expected_data_yaml
+
+    data_yaml = expected_data_yaml(spec, paths)
+    imgsz = spec.train.imgsz if isinstance(spec.train.imgsz, int) else max(spec.train.imgsz)
+    results: list[CheckResult] = []
+    if spec.preflight.doctor:
+        results += _guarded("doctor", lambda: [checks.doctor_check(data_yaml, imgsz)])
+    if spec.preflight.profile:
+        from runspec.preflight.profile import profile_check
+
+        results += _guarded("profile", lambda: [profile_check(spec, paths, data_yaml, timeout)])
+    return results
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m runspec.preflight")
+    parser.add_argument("--spec", type=Path, required=True, help="the run spec (YAML)")
+    parser.add_argument("--state", type=Path, required=True, help="the state folder")
+    parser.add_argument("--project", type=Path, help="where run folders go (default: the spec's)")
+    parser.add_argument("--data-root", type=Path, help="where datasets go (default: the spec's)")
+    parser.add_argument("--phase", choices=("machine", "dataset", "all"), default="all")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="inner bound (s)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from runspec.loader import load_spec
+
+    started = time.monotonic()
+    try:
+        spec = load_spec(args.spec)
+    except RunspecError as exc:
+        print(f"runspec preflight: {exc}", file=sys.stderr)
+        return exc.exit_code
+    paths = RunPaths.for_spec(spec, args.state)
+    paths = RunPaths(
+        state=paths.state,
+        name=paths.name,
+        project=args.project or paths.project,
+        data_root=args.data_root or paths.data_root,
+    )
+    results: list[CheckResult] = []
+    if args.phase in ("machine", "all"):
+        results += machine_checks(spec, paths, args.timeout)
+    if args.phase in ("dataset", "all"):
+        results += dataset_checks(spec, paths, args.timeout)
+    report = PreflightReport(args.phase, results, time.monotonic() - started)
+    if args.json:
+        json.dump(report.to_json(), sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        print(report.render_text())
+    return 1 if report.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

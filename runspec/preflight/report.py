@@ -1,0 +1,100 @@
+"""What the preflight found: one result per check, as text for people and JSON for programs."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class CheckStatus(str, enum.Enum):
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    status: CheckStatus
+    message: str
+    fix: str = ""  # one line saying what to do; empty when there is nothing to do
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "name": self.name,
+            "status": self.status.value,
+            "message": self.message,
+            "fix": self.fix,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CheckResult:
+        return cls(
+            name=str(data["name"]),
+            status=CheckStatus(data["status"]),
+            message=str(data.get("message", "")),
+            fix=str(data.get("fix", "")),
+        )
+
+
+def passed(name: str, message: str) -> CheckResult:
+    return CheckResult(name, CheckStatus.PASS, message)
+
+
+def warned(name: str, message: str, fix: str) -> CheckResult:
+    return CheckResult(name, CheckStatus.WARN, message, fix)
+
+
+def failed(name: str, message: str, fix: str) -> CheckResult:
+    return CheckResult(name, CheckStatus.FAIL, message, fix)
+
+
+@dataclass(frozen=True)
+class PreflightReport:
+    phase: str
+    checks: list[CheckResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return any(c.status is CheckStatus.FAIL for c in self.checks)
+
+    @property
+    def failures(self) -> list[CheckResult]:
+        return [c for c in self.checks if c.status is CheckStatus.FAIL]
+
+    def reason(self) -> str:
+        """One line for the run's status: the failed checks and their messages."""
+        return "; ".join(f"{c.name}: {c.message}" for c in self.failures)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "failed": self.failed,
+            "seconds": round(self.seconds, 3),
+            "checks": [c.to_json() for c in self.checks],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PreflightReport:
+        return cls(
+            phase=str(data.get("phase", "")),
+            checks=[CheckResult.from_json(c) for c in data.get("checks", [])],
+            seconds=float(data.get("seconds", 0.0)),
+        )
+
+    def render_text(self) -> str:
+        lines = []
+        for c in self.checks:
+            lines.append(f"{c.status.value.upper():4}  {c.name}: {c.message}")
+            if c.fix and c.status is not CheckStatus.PASS:
+                lines.append(f"      fix: {c.fix}")
+        counts = {s: sum(1 for c in self.checks if c.status is s) for s in CheckStatus}
+        lines.append(
+            f"preflight ({self.phase}): {counts[CheckStatus.PASS]} passed, "
+            f"{counts[CheckStatus.WARN]} warned, {counts[CheckStatus.FAIL]} failed "
+            f"in {self.seconds:.1f} s"
+        )
+        return "\n".join(lines)
