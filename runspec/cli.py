@@ -23,6 +23,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("validate", "validate", "check specs (files or folders, recursively)"),
     ("schema", "schema", "print the run spec's JSON Schema (for editors)"),
     ("cost", "cost", "what the run and the idle machine will cost; stop vs destroy"),
+    ("preflight", "preflight", "check this machine against this spec, without training"),
     ("run", "run", "the whole lifecycle in the foreground, no daemon"),
     ("submit", "submit", "validate a spec, record its provenance, copy it into the inbox"),
     ("daemon", "daemon", "the daemon in the foreground (what runspecd.service runs)"),
