@@ -17,9 +17,9 @@ from typing import Any, TypeGuard
 from runspec.trainargs import BY_KEY, ELSEWHERE, normalise_key
 from runspec.units import DURATION_PATTERN, SIZE_PATTERN, parse_duration, parse_size
 
-Path = tuple[str | int, ...]
+KeyPath = tuple[str | int, ...]
 
-DURATION_FIELDS: tuple[Path, ...] = (
+DURATION_FIELDS: tuple[KeyPath, ...] = (
     ("budget", "wall_clock"),
     ("budget", "reserve"),
     ("budget", "overrun"),
@@ -35,12 +35,12 @@ _SECRET_HOME = (
 
 @dataclass(frozen=True)
 class Finding:
-    path: Path
+    path: KeyPath
     message: str
     at_key: bool = False  # point at the key (unknown or forbidden keys), not its value
 
 
-def _get(data: Any, path: Path) -> Any:
+def _get(data: Any, path: KeyPath) -> Any:
     for part in path:
         if not isinstance(data, dict) or part not in data:
             return None
@@ -72,7 +72,7 @@ def normalise_args(args: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]
     findings: list[Finding] = []
     for key, value in args.items():
         norm = normalise_key(key)
-        path: Path = ("train", "args", key)
+        path: KeyPath = ("train", "args", key)
         if norm in ELSEWHERE and norm not in BY_KEY:
             findings.append(
                 Finding(path, f"{key!r} does not belong in train.args: {ELSEWHERE[norm]}", True)
@@ -89,7 +89,7 @@ def normalise_args(args: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]
 
 
 def _finite(data: dict[str, Any]) -> Iterator[Finding]:
-    stack: list[tuple[Path, Any]] = [((), data)]
+    stack: list[tuple[KeyPath, Any]] = [((), data)]
     while stack:
         path, value = stack.pop()
         if isinstance(value, float) and not math.isfinite(value):
@@ -115,7 +115,7 @@ def _positive_durations(data: dict[str, Any]) -> Iterator[Finding]:
 
 
 def _positive_size(data: dict[str, Any]) -> Iterator[Finding]:
-    path: Path = ("preflight", "disk")
+    path: KeyPath = ("preflight", "disk")
     value = _get(data, path)
     if isinstance(value, str) and re.fullmatch(SIZE_PATTERN, value):
         try:

@@ -12,9 +12,7 @@ import difflib
 from typing import Any
 
 from runspec.errors import Problem
-from runspec.yamlload import YamlDocument, json_pointer
-
-JsonPath = tuple[str | int, ...]
+from runspec.yamlload import KeyPath, YamlDocument, json_pointer
 
 _TOP_HINTS = {
     "runspec": "add runspec: 1 (the format version)",
@@ -70,19 +68,19 @@ class Reporter:
         self.spelled = spelled  # train.args keys as the file spells them
         self.problems: list[Problem] = []
 
-    def _as_written(self, path: JsonPath) -> JsonPath:
+    def _as_written(self, path: KeyPath) -> KeyPath:
         if len(path) >= 3 and path[:2] == ("train", "args") and isinstance(path[2], str):
             return (*path[:2], self.spelled.get(path[2], path[2]), *path[3:])
         return path
 
-    def add(self, path: JsonPath, message: str, *, at_key: bool = False) -> None:
+    def add(self, path: KeyPath, message: str, *, at_key: bool = False) -> None:
         written = self._as_written(path)
         mark = self.doc.key_mark(written) if at_key else self.doc.value_mark(written)
         problem = Problem(self.source, mark.line, mark.column, json_pointer(written), message)
         if problem not in self.problems:
             self.problems.append(problem)
 
-    def missing(self, parent: JsonPath, key: str, message: str) -> None:
+    def missing(self, parent: KeyPath, key: str, message: str) -> None:
         """A missing key is reported at its parent's line (the parent's key, if it has one)."""
         mark = self.doc.key_mark(parent)
         pointer = json_pointer((*self._as_written(parent), key))
@@ -106,7 +104,7 @@ def _quote_hint(error: Any, report: Reporter) -> str:
 
 def explain(error: Any, report: Reporter) -> None:
     """Add the problems one jsonschema error stands for."""
-    path: JsonPath = tuple(error.absolute_path)
+    path: KeyPath = tuple(error.absolute_path)
     kind = error.validator
     sub = error.schema if isinstance(error.schema, dict) else {}
     custom = sub.get("errorMessage")

@@ -27,7 +27,7 @@ MAX_BYTES = 1 << 20  # 1 MiB
 MAX_NODES = 100_000  # after alias expansion
 MAX_DEPTH = 64  # a spec needs 4; deeper is a mistake or an attack on the stack
 
-Path = tuple[str | int, ...]
+KeyPath = tuple[str | int, ...]
 
 _CORE = "tag:yaml.org,2002:"
 _STR, _INT, _FLOAT, _BOOL, _NULL = (_CORE + t for t in ("str", "int", "float", "bool", "null"))
@@ -118,7 +118,7 @@ class Mark:
     column: int  # 1-based
 
 
-def json_pointer(path: Path) -> str:
+def json_pointer(path: KeyPath) -> str:
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
 
 
@@ -153,15 +153,15 @@ class YamlDocument:
     data: dict[str, Any]
     text: str
     # Character indices, turned into lines and columns only for the few that are reported.
-    key_index: dict[Path, int] = field(default_factory=dict)
-    value_index: dict[Path, int] = field(default_factory=dict)
+    key_index: dict[KeyPath, int] = field(default_factory=dict)
+    value_index: dict[KeyPath, int] = field(default_factory=dict)
     # The text of each plain scalar YAML did not read as a string (`08` -> 8), for messages.
-    plain_texts: dict[Path, str] = field(default_factory=dict)
+    plain_texts: dict[KeyPath, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.locate = Locator(self.text)
 
-    def value_mark(self, path: Path) -> Mark:
+    def value_mark(self, path: KeyPath) -> Mark:
         """Where the value at `path` starts; the nearest known ancestor's if it has none."""
         for end in range(len(path), -1, -1):
             index = self.value_index.get(path[:end])
@@ -169,7 +169,7 @@ class YamlDocument:
                 return self.locate.at(index)
         return Mark(1, 1)
 
-    def key_mark(self, path: Path) -> Mark:
+    def key_mark(self, path: KeyPath) -> Mark:
         """Where the key naming `path` stands (the value's position for list items)."""
         index = self.key_index.get(path)
         return self.locate.at(index) if index is not None else self.value_mark(path)
@@ -197,12 +197,12 @@ class _Builder:
         self.nodes = 0
         self.problems: list[Problem] = []
 
-    def problem(self, mark: Mark, path: Path, message: str) -> None:
+    def problem(self, mark: Mark, path: KeyPath, message: str) -> None:
         self.problems.append(
             Problem(self.source, mark.line, mark.column, json_pointer(path), message)
         )
 
-    def build(self, node: Node, path: Path, depth: int) -> Any:
+    def build(self, node: Node, path: KeyPath, depth: int) -> Any:
         # Counting every visit, aliases included, is what bounds an expansion bomb: the
         # composed graph is small, only walking it multiplies.
         self.nodes += 1
@@ -222,7 +222,7 @@ class _Builder:
             self.doc.plain_texts.setdefault(path, node.value)
         return value
 
-    def _scalar(self, node: Node, path: Path) -> Any:
+    def _scalar(self, node: Node, path: KeyPath) -> Any:
         convert = _SCALARS.get(node.tag)
         if convert is None:
             self.problem(
@@ -236,7 +236,7 @@ class _Builder:
             self.problem(self.locate.node(node), path, f"{node.value!r} is not a valid !!{tag}")
             return node.value
 
-    def _mapping(self, node: MappingNode, path: Path, depth: int) -> dict[str, Any]:
+    def _mapping(self, node: MappingNode, path: KeyPath, depth: int) -> dict[str, Any]:
         if node.tag != _MAP:
             self.problem(self.locate.node(node), path, f"unsupported YAML tag {node.tag}")
         result: dict[str, Any] = {}
