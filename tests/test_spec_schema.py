@@ -19,6 +19,7 @@ from runspec.cli import main
 from runspec.loader import SCHEMA_PATH, schema
 from runspec.trainargs import args_schema
 from runspec.units import DURATION_PATTERN, SIZE_PATTERN
+from runspec.yamlload import load_yaml
 
 REPO = Path(__file__).resolve().parent.parent
 PUBLISHED = REPO / "schemas" / "runspec.schema.json"
@@ -113,3 +114,25 @@ def test_hub_repo_pattern_agrees_on_generated_ids(repo_id: str) -> None:
 def test_runspec_schema_prints_the_published_file(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["schema"]) == 0
     assert capsys.readouterr().out == PUBLISHED.read_text(encoding="utf-8")
+
+
+VALID = sorted((REPO / "tests" / "specs" / "valid").glob("*.yaml")) + sorted(
+    (REPO / "specs").glob("*.yaml")
+)
+
+
+@pytest.mark.parametrize("path", VALID, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_an_editor_using_the_schema_alone_accepts_every_valid_spec(path: Path) -> None:
+    # Editors validate the raw YAML, dashed train.args keys included, without runspec.
+    doc, problems = load_yaml(path.read_bytes(), str(path))
+    assert problems == [] and doc is not None
+    errors = [e.message for e in jsonschema.Draft202012Validator(schema()).iter_errors(doc.data)]
+    assert errors == []
+
+
+def test_the_schema_alone_refuses_a_misspelled_dashed_option() -> None:
+    args_only = {"$ref": "#/$defs/trainArgs", "$defs": schema()["$defs"]}
+    validator = jsonschema.Draft202012Validator(args_only)
+    assert validator.is_valid({"warmup-epochs": 3, "sync-bn": False})
+    assert not validator.is_valid({"warmup-epoch": 3})
+    assert not validator.is_valid({"warmup-epochs": "three"})  # the alias carries the type
