@@ -100,19 +100,20 @@ def _make_progress_tqdm(progress: Callable[[str], None]) -> type[Any]:
             kwargs["disable"] = True
             super().__init__(*args, **kwargs)
             self._reported = -1
+            self._done = float(self.n)  # a disabled bar does not count; we do
 
         def update(self, n: float | None = 1) -> bool | None:
-            out: bool | None = super().update(n)
+            self._done += n or 0
             total = self.total or 0
             if total > 0:
-                tenth = int(10 * self.n / total)
+                tenth = int(10 * self._done / total)
                 if tenth > self._reported:
                     self._reported = tenth
                     progress(
-                        f"downloading {format_bytes(self.n)} of {format_bytes(total)} "
+                        f"downloading {format_bytes(self._done)} of {format_bytes(total)} "
                         f"({10 * tenth}%)"
                     )
-            return out
+            return None
 
     return ReportingTqdm
 
