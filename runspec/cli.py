@@ -56,8 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # Commands print what a person needs; the log adds detail only with -v. The daemon sets
+    # up its own logging for the journal.
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
+        level=logging.DEBUG
+        if args.verbose
+        else logging.INFO
+        if args.command == "daemon"
+        else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )

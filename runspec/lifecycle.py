@@ -14,12 +14,17 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
 from runspec.errors import EXIT_FAILED, EXIT_OK, EXIT_UNVERIFIED, RunspecError
 from runspec.model import FinishAction, Spec
 from runspec.paths import RunPaths
 from runspec.state import RecordStore, RunRecord, RunStatus, Termination
+
+if TYPE_CHECKING:
+    from runspec.preflight import PreflightReport
+    from runspec.push import Pusher
 
 log = logging.getLogger("runspec.lifecycle")
 
@@ -66,7 +71,7 @@ class Lifecycle:
         self.abort_requested = threading.Event()
         self.detach_requested = threading.Event()
         self.shutdown_push_requested = threading.Event()
-        self._pusher: object | None = None
+        self._pusher: Pusher | None = None
 
     # Requests from other threads (signal flags, the daemon's loop); each only sets a flag.
     def cancel(self) -> None:
@@ -85,8 +90,22 @@ class Lifecycle:
         self.shutdown_push_requested.set()
 
     def say(self, line: str) -> None:
+        """Tell the person watching, and keep it in the run's own log (pushed with it)."""
         log.info("%s: %s", self.spec.name, line)
         self.options.progress(line)
+        try:
+            self.paths.job_dir.mkdir(parents=True, exist_ok=True)
+            with open(self.paths.job_dir / "runspec.log", "a") as fh:
+                fh.write(f"{utc_iso(self.clock.time())} {line}\n")
+        except OSError as exc:
+            log.warning("%s: cannot write runspec.log: %s", self.spec.name, exc)
+
+    def _note_cost(self) -> None:
+        from runspec.cost import run_cost
+
+        cost = run_cost(self.record, self.spec.budget.hourly_cost, self.clock.time())
+        self.record.cost = cost.to_json()
+        self.store.save(self.record)
 
     # The phases.
     def run(self) -> RunRecord:
@@ -107,11 +126,13 @@ class Lifecycle:
                 steps[self.record.status]()
         finally:
             self._stop_pusher()
+        if self.record.status is RunStatus.FINISHED:
+            from runspec import failsafe
+
+            failsafe.disarm(self.spec, self.paths, progress=self.say)
         return self.record
 
-    def _move(
-        self, status: RunStatus, reason: str, termination: Termination | None = None
-    ) -> None:
+    def _move(self, status: RunStatus, reason: str, termination: Termination | None = None) -> None:
         self.store.transition(self.record, status, reason, termination)
 
     def _fail(self, termination: Termination, message: str) -> None:
@@ -125,7 +146,14 @@ class Lifecycle:
         self.record.total_epochs = self.spec.train.epochs
         from runspec import failsafe
 
-        failsafe.arm(self.spec, self.paths, self.record, clock=self.clock)
+        failsafe.arm(
+            self.spec,
+            self.paths,
+            self.record,
+            clock=self.clock,
+            dry_run=self.options.finish_dry_run,
+            progress=self.say,
+        )
         self._move(RunStatus.PREFLIGHT, f"started; deadline {self.record.deadline}")
 
     def deadline(self) -> float:
@@ -170,7 +198,7 @@ class Lifecycle:
                 return
         self._move(RunStatus.TRAINING, f"dataset staged at {data_yaml}")
 
-    def pusher(self) -> object | None:
+    def pusher(self) -> Pusher | None:
         """The run's pusher, started on first use; None when the spec pushes nowhere."""
         if self.spec.push is None:
             return None
@@ -192,7 +220,7 @@ class Lifecycle:
 
     def _stop_pusher(self) -> None:
         if self._pusher is not None:
-            self._pusher.stop()  # type: ignore[attr-defined]
+            self._pusher.stop()
             self._pusher = None
 
     def _train(self) -> None:
@@ -201,12 +229,14 @@ class Lifecycle:
         Supervisor(self).run()
 
     def _final_push(self) -> None:
+        self._note_cost()  # so the pushed record carries what the run cost so far
         pusher = self.pusher()
         if pusher is not None:
             remaining = self.deadline() + self.spec.budget.overrun - self.clock.time()
-            timeout = max(remaining, 60.0)
+            # Past deadline + overrun already: one short, bounded try.
+            timeout = max(remaining, 15.0)
             self.say(f"final push (waiting at most {timeout:.0f} s for it to be verified)")
-            pushed = pusher.push_now(final=True, timeout=timeout)  # type: ignore[attr-defined]
+            pushed = pusher.push_now(final=True, timeout=timeout)
             if pushed is None:
                 self.say("final push NOT verified: the weights may exist only on this machine")
         term = self.record.termination or Termination.COMPLETED
@@ -231,6 +261,7 @@ class Lifecycle:
         )
         self.record.finish = result.to_json()
         self._move(RunStatus.FINISHED, f"finish: {result.summary}")
+        self._note_cost()
 
     def finish_deferred(self) -> None:
         """The daemon applies a deferred machine-ending finish once the queue is empty."""
@@ -253,8 +284,8 @@ def _ends_machine(spec: Spec) -> bool:
     )
 
 
-def _first_failure(report: object) -> str:
-    for check in report.checks:  # type: ignore[attr-defined]
+def _first_failure(report: PreflightReport) -> str:
+    for check in report.checks:
         if check.status == "fail":
             fix = f" ({check.fix})" if check.fix else ""
             return f"{check.name}: {check.message}{fix}"

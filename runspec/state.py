@@ -78,7 +78,8 @@ class RunRecord:
     spec_sha256: str
     status: RunStatus = RunStatus.QUEUED
     termination: Termination | None = None
-    reason: str = ""
+    why: str = ""  # why it ended, in a person's words (set with the termination)
+    reason: str = ""  # the reason of the latest transition
     queued_at: str | None = None
     started_at: str | None = None  # the budget's clock starts here (UTC)
     deadline: str | None = None  # started_at + wall_clock (UTC); survives restarts
@@ -182,6 +183,7 @@ class RecordStore:
         record.status = new
         if termination is not None:
             record.termination = termination
+            record.why = reason
         now = utc_iso(self.clock.time())
         if new is RunStatus.FINISHED:
             record.ended_at = now

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runspec import control
-from runspec.budget import Planner, validates
+from runspec.budget import Planner, eval_interval_of, validates
 from runspec.checkpoints import newest_intact_checkpoint
 from runspec.clock import human_duration
 from runspec.launcher import TrainerHandle, TrainJob, start
@@ -40,9 +40,7 @@ class Supervisor:
         self.paths = lc.paths
         self.record = lc.record
         self.clock = lc.clock
-        self.planner = Planner(
-            deadline=lc.deadline(), fixed_reserve=self.spec.budget.reserve, clock=self.clock
-        )
+        self.planner = Planner.for_spec(self.spec, self.record, self.clock)
         self.last_epoch = 0
         self.last_marker_time = 0.0
         self.last_progress = self.clock.monotonic()
@@ -59,7 +57,8 @@ class Supervisor:
         if handle is None:
             handle = self._launch(resume_from=None)
         elif handle.alive():
-            self.lc.say(f"re-attached to the running trainer ({handle.describe()})")
+            unit = f", unit {handle.unit}" if handle.unit else ""
+            self.lc.say(f"re-attached to the running trainer (pid {handle.identity.pid}{unit})")
         self._seed_from_run_folder()
         while handle is not None:
             if self._watch(handle):
@@ -102,14 +101,16 @@ class Supervisor:
                 self.stopping = self.stopping or Termination.INTERRUPTED
                 handle.kill_now()
                 break
+            if lc.interrupt_requested.is_set():
+                self._ask_stop(handle, Termination.INTERRUPTED, "interrupt")
             if lc.shutdown_push_requested.is_set() or (
                 lc.interrupt_requested.is_set() and not self.interrupt_pushed
             ):
+                # A preemption gives seconds: the newest complete checkpoint goes out now,
+                # without waiting for the epoch in progress.
                 lc.shutdown_push_requested.clear()
                 self.interrupt_pushed = True
                 self._push_newest_now()
-            if lc.interrupt_requested.is_set():
-                self._ask_stop(handle, Termination.INTERRUPTED, "interrupt")
             if lc.cancel_requested.is_set():
                 self._ask_stop(handle, Termination.CANCELLED, "cancel")
             marker = control.read_epoch_marker(self.paths.control_dir)
@@ -117,7 +118,9 @@ class Supervisor:
             if marker is not None and marker.time != self.last_marker_time:
                 self._epoch_ended(handle, marker)
             if self._past_point_of_no_return():
-                lc.say("budget: the epoch in progress would eat the final push's reserve; ending it")
+                lc.say(
+                    "budget: the epoch in progress would eat the final push's reserve; ending it"
+                )
                 self.stopping = Termination.BUDGET
                 handle.kill_now()
                 break
@@ -139,9 +142,9 @@ class Supervisor:
         pusher = self.lc.pusher()
         pending, rate = 0, None
         if pusher is not None:
-            pusher.notify_checkpoint()  # type: ignore[attr-defined]
-            pending = pusher.pending_bytes()  # type: ignore[attr-defined]
-            rate = pusher.upload_rate()  # type: ignore[attr-defined]
+            pusher.notify_checkpoint()
+            pending = pusher.pending_bytes()
+            rate = pusher.upload_rate()
         obs = observe(self.paths.run_dir, self.paths.control_dir, alive=True)
         left = self.lc.deadline() - self.clock.time()
         parts = [f"epoch {marker.epoch}/{marker.total_epochs}"]
@@ -155,7 +158,9 @@ class Supervisor:
         self.lc.say("  ".join(parts))
         if marker.epoch >= marker.total_epochs or self.stopping is not None:
             return
-        next_validates = validates(marker.epoch + 1, marker.total_epochs, self._eval_interval())
+        next_validates = validates(
+            marker.epoch + 1, marker.total_epochs, eval_interval_of(self.spec)
+        )
         if not self.planner.fits_another_epoch(next_validates, pending, rate):
             self.lc.say(
                 f"budget: epoch {marker.epoch + 1} would not leave time for the final push; "
@@ -163,10 +168,6 @@ class Supervisor:
             )
             self._ask_stop(handle, Termination.BUDGET, "budget")
         control.write_deadline(self.paths.control_dir, self.planner.stop_at())
-
-    def _eval_interval(self) -> int:
-        value = self.spec.train.args.get("eval_interval", 10)
-        return int(value) if isinstance(value, int | float | str) else 10
 
     def _ask_stop(self, handle: TrainerHandle, why: Termination, reason: str) -> None:
         if self.stopping is not None:
@@ -182,14 +183,14 @@ class Supervisor:
         if pusher is None:
             return
         self.lc.say("pushing the newest complete checkpoint now")
-        pushed = pusher.push_now(final=False, timeout=60.0)  # type: ignore[attr-defined]
+        pushed = pusher.push_now(final=False, timeout=60.0)
         if pushed is None:
             self.lc.say("the immediate push was not verified")
 
     def _past_point_of_no_return(self) -> bool:
         pusher = self.lc.pusher()
-        pending = pusher.pending_bytes() if pusher is not None else 0  # type: ignore[attr-defined]
-        rate = pusher.upload_rate() if pusher is not None else None  # type: ignore[attr-defined]
+        pending = pusher.pending_bytes() if pusher is not None else 0
+        rate = pusher.upload_rate() if pusher is not None else None
         return self.clock.time() >= self.lc.deadline() - self.planner.reserve(pending, rate)
 
     def _hung(self) -> bool:

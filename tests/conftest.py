@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = sorted(
-    f"tests.{p.stem}" for p in Path(__file__).parent.glob("fixtures_*.py")
-)
+pytest_plugins = sorted(f"tests.{p.stem}" for p in Path(__file__).parent.glob("fixtures_*.py"))
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -22,5 +20,7 @@ def _no_real_hub(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempP
     monkeypatch.setenv("HF_HOME", str(hf_home))
     monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", os.environ.get("HF_HUB_OFFLINE", "0"))
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # a closed port unless a test serves one
+    monkeypatch.setenv(
+        "HF_ENDPOINT", "http://127.0.0.1:9"
+    )  # a closed port unless a test serves one
     monkeypatch.delenv("HF_TOKEN", raising=False)

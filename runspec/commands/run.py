@@ -27,13 +27,14 @@ def run(args: argparse.Namespace) -> int:
     from runspec.lifecycle import Lifecycle, LifecycleOptions, exit_code
     from runspec.loader import load_spec
     from runspec.paths import RunPaths
-    from runspec.provenance import provenance_of
+    from runspec.provenance import git_info
     from runspec.report import summary_lines
     from runspec.state import RecordStore
 
     spec = load_spec(args.spec)
     state = state_dir(args)
-    accept(spec, state, provenance_of(args.spec))
+    git = git_info(args.spec)
+    accept(spec, state, {"via": "runspec run", **({"git": git} if git else {})})
     as_json = args.format == "json"
     # With --json, stdout holds only the final JSON; progress goes to stderr.
     out = sys.stderr if as_json else sys.stdout

@@ -1,0 +1,130 @@
+"""The end of billing, through real runs: the budget stops training in time, a final push that
+cannot be verified never lets the machine be destroyed, and SIGTERM gets the newest complete
+checkpoint off the machine at once.
+
+Training is real (yolo9-t from scratch on the CPU); the Hub is the local server; the provider
+is a local stand-in for vast.ai's API (a destroy cannot be tested against the real thing).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from runspec.clock import parse_utc_iso
+from tests.fixtures_providers import Answer, StandIn
+from tests.fixtures_run import SpecWriter, finish_run, record_of, start_run, wait_record
+from tests.hubserver import HubServer
+
+pytestmark = pytest.mark.training
+
+VAST_KEY = "vast-key-budget-test"
+
+
+def test_the_budget_stops_training_at_an_epoch_boundary_and_finishes_before_the_deadline(
+    tmp_path: Path, write_spec: SpecWriter, hub_server: HubServer, hub_env: dict[str, str]
+) -> None:
+    touched = tmp_path / "finish-ran"
+    spec = write_spec(
+        "budgeted",
+        epochs=500,  # far more than 75 s allow
+        push={"hub": {"repo": "tester/budgeted"}, "every": "15m"},
+        budget={"wall_clock": "75s", "reserve": "20s"},
+        finish={"action": "command", "command": ["touch", str(touched)]},
+    )
+    state = tmp_path / "state"
+    code, out = finish_run(start_run(spec, state, hub_env), timeout=180)
+    assert code == 0, out
+    record = record_of(state, "budgeted")
+    assert record["termination"] == "budget", out
+    assert 1 <= record["epoch"] < 500
+    assert "stopping at this boundary" in out or "ending it" in out
+    # The finish ran, after the verified final push and before the deadline.
+    assert touched.exists()
+    deadline = parse_utc_iso(record["deadline"])
+    assert touched.stat().st_mtime <= deadline, "the finish ran after the deadline"
+    pushed_at = parse_utc_iso(record["last_push"]["time"])
+    assert record["last_push"]["final"] is True
+    assert pushed_at <= parse_utc_iso(record["finish"]["started_at"])
+    # What the Hub holds is byte-for-byte the run's last complete checkpoint.
+    remote = hub_server.entry("tester/budgeted", "weights/last.pt")
+    local = state / "runs" / "budgeted" / "weights" / "last.pt"
+    assert remote.sha256 == hashlib.sha256(local.read_bytes()).hexdigest()
+
+
+def test_an_unverifiable_final_push_never_destroys_the_machine(
+    tmp_path: Path,
+    write_spec: SpecWriter,
+    hub_server: HubServer,
+    hub_env: dict[str, str],
+    standin: StandIn,
+    provider_env: dict[str, str],
+) -> None:
+    standin.on("DELETE", r"/api/v0/instances/4242/", Answer(200, {"success": True}))
+    standin.on("PUT", r"/api/v0/instances/4242/", Answer(200, {"success": True}))
+    standin.on(
+        "GET",
+        r"/api/v0/instances/4242/",
+        Answer(200, {"instances": {"actual_status": "stopped", "intended_status": "stopped"}}),
+    )
+    spec = write_spec(
+        "refused",
+        epochs=2,
+        push={"hub": {"repo": "tester/refused"}, "every": "15m"},
+        budget={"wall_clock": "10m", "overrun": "5s"},
+        finish={"action": "destroy", "provider": "vast", "unverified": "stop"},
+    )
+    env = {**hub_env, **provider_env, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": VAST_KEY}
+    state = tmp_path / "state"
+    proc = start_run(spec, state, env)
+    wait_record(state, "refused", lambda r: r["status"] == "training", timeout=120)
+    hub_server.fail("commit", "500", times=10_000)  # from here on the Hub refuses every push
+    code, out = finish_run(proc, timeout=240)
+    assert code == 3, out  # ended, but the final push could not be verified
+    record = record_of(state, "refused")
+    assert record["termination"] == "completed"
+    assert record["last_push"] is None or record["last_push"]["final"] is False
+    assert standin.made("DELETE") == [], "destroyed a machine holding the only copy of its weights"
+    (stop,) = standin.made("PUT")
+    assert json.loads(stop.body) == {"state": "stopped"}
+    assert record["finish"]["action"] == "stop"
+
+
+def test_sigterm_pushes_the_newest_complete_checkpoint_within_five_seconds(
+    tmp_path: Path, write_spec: SpecWriter, hub_server: HubServer, hub_env: dict[str, str]
+) -> None:
+    touched = tmp_path / "finish-ran"
+    spec = write_spec(
+        "preempted",
+        epochs=200,
+        push={"hub": {"repo": "tester/preempted"}, "every": "15m"},
+        finish={"action": "command", "command": ["touch", str(touched)]},
+    )
+    state = tmp_path / "state"
+    proc = start_run(spec, state, hub_env)
+    # Past the first push: from here the one-commit-a-minute rule holds checkpoint pushes back,
+    # so only the signal can get the newest checkpoint out this soon.
+    wait_record(state, "preempted", lambda r: r["epoch"] >= 3, timeout=180)
+    marker = json.loads((state / "jobs" / "preempted" / "control" / "epoch.json").read_text())
+    newest = marker["epoch"]
+    proc.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    wanted = f"weights/epoch_{newest}.pt"
+    while wanted not in hub_server.files("tester/preempted"):
+        assert time.monotonic() - signalled < 5.0, f"{wanted} not on the Hub 5 s after SIGTERM"
+        time.sleep(0.1)
+    local = state / "runs" / "preempted" / wanted
+    assert hub_server.entry("tester/preempted", wanted).sha256 == (
+        hashlib.sha256(local.read_bytes()).hexdigest()
+    )
+    code, out = finish_run(proc, timeout=120)
+    record = record_of(state, "preempted")
+    assert record["termination"] == "interrupted", out
+    assert code == 1
+    assert not touched.exists(), "an interrupted run must not apply the finish action"
+    assert hub_env["HF_TOKEN"] not in out
