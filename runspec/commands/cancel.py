@@ -1,8 +1,5 @@
 """`runspec cancel NAME`: stop at the next epoch boundary, push, keep the machine."""
 
-# Imports inside functions are deliberate: the CLI and the daemon stay light (runspec.cli).
-# ruff: noqa: PLC0415
-
 from __future__ import annotations
 
 import argparse

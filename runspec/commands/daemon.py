@@ -1,8 +1,5 @@
 """`runspec daemon`: the daemon in the foreground (what runspecd.service runs)."""
 
-# Imports inside functions are deliberate: the CLI and the daemon stay light (runspec.cli).
-# ruff: noqa: PLC0415
-
 from __future__ import annotations
 
 import argparse

@@ -1,8 +1,5 @@
 """`runspec install`: the unit, the folders and a default config, in place (`--root` for tests)."""
 
-# Imports inside functions are deliberate: the CLI and the daemon stay light (runspec.cli).
-# ruff: noqa: PLC0415
-
 from __future__ import annotations
 
 import argparse

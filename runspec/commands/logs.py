@@ -1,8 +1,5 @@
 """`runspec logs NAME [-f]`: the run's training log; -f follows it until the run ends."""
 
-# Imports inside functions are deliberate: the CLI and the daemon stay light (runspec.cli).
-# ruff: noqa: PLC0415
-
 from __future__ import annotations
 
 import argparse

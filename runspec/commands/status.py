@@ -1,8 +1,5 @@
 """`runspec status [NAME]`: runs, epoch, ETA, best metric, last verified push, budget, cost."""
 
-# Imports inside functions are deliberate: the CLI and the daemon stay light (runspec.cli).
-# ruff: noqa: PLC0415
-
 from __future__ import annotations
 
 import argparse

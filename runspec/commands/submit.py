@@ -4,9 +4,6 @@ The user's file stays where it is. The provenance goes first, as a dotfile the i
 so the daemon finds it when the spec itself appears (renamed in, never half-written).
 """
 
-# Imports inside functions are deliberate: the CLI and the daemon stay light (runspec.cli).
-# ruff: noqa: PLC0415
-
 from __future__ import annotations
 
 import argparse

@@ -7,9 +7,6 @@ has stopped changing. Nothing here blocks or raises into the daemon's loop: ever
 file ends as a rejection beside it.
 """
 
-# Imports inside functions are deliberate: the CLI and the daemon stay light (runspec.cli).
-# ruff: noqa: PLC0415
-
 from __future__ import annotations
 
 import contextlib

@@ -5,9 +5,6 @@ them); each only raises a flag that the daemon's main loop acts on, so a job nev
 state another thread is changing.
 """
 
-# Imports inside functions are deliberate: the CLI and the daemon stay light (runspec.cli).
-# ruff: noqa: PLC0415
-
 from __future__ import annotations
 
 import contextlib

@@ -5,9 +5,6 @@ queue, so a new file is picked up at once and flags are seen promptly; it never 
 network (pushes run in the lifecycle's own threads).
 """
 
-# Imports inside functions are deliberate: the CLI and the daemon stay light (runspec.cli).
-# ruff: noqa: PLC0415
-
 from __future__ import annotations
 
 import logging
@@ -268,7 +265,9 @@ class Daemon:
 
     def _run_progress(self, name: str) -> Callable[[str], None]:
         def progress(line: str) -> None:
-            self.progress(f"{name}: {line}")
+            # The lifecycle logs each line itself; printing it too only helps a terminal.
+            if self.once:
+                self.progress(f"{name}: {line}")
 
         return progress
 

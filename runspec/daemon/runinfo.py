@@ -1,9 +1,6 @@
 """What `runspec status` shows about a run, read from its record and run folder only (never
 the network, never torch), so it answers at once even while training runs."""
 
-# Imports inside functions are deliberate: the CLI and the daemon stay light (runspec.cli).
-# ruff: noqa: PLC0415
-
 from __future__ import annotations
 
 import json

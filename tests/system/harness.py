@@ -141,7 +141,7 @@ class Container:
                 self.proc.wait(timeout=60)
         end = time.monotonic() + 30
         for cg in self._cgroups:
-            for child in sorted((p for p in cg.rglob("*") if p.is_dir()), reverse=True) + [cg]:
+            for child in [*sorted((p for p in cg.rglob("*") if p.is_dir()), reverse=True), cg]:
                 while child.is_dir():
                     try:
                         child.rmdir()

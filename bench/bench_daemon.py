@@ -1,0 +1,118 @@
+"""runspecd's figures: idle RSS and CPU, inbox pick-up latency, RSS after 1,000 rejected specs.
+
+    .venv/bin/python bench/bench_daemon.py [--idle-seconds 60] [--pickups 20] [--rejects 1000]
+
+Prints the figures; asserts nothing (goals: idle RSS < 60 MB, idle CPU < 0.5 % of a core,
+median pick-up < 50 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def spec(name: str) -> str:
+    return (
+        f"runspec: 1\nname: {name}\ndataset:\n  path: /nonexistent/data.yaml\n"
+        "train: {model: yolo9-t, epochs: 1, device: cpu}\nbudget: {wall_clock: 10m}\n"
+        "preflight: {matmul: false, collective: false, doctor: false}\n"
+    )
+
+
+def wait_for(predicate: object, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():  # type: ignore[operator]
+            return True
+        time.sleep(0.0005)
+    return False
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--idle-seconds", type=float, default=60.0)
+    parser.add_argument("--pickups", type=int, default=20)
+    parser.add_argument("--rejects", type=int, default=1000)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-runspecd-"))
+    state, inbox = tmp / "state", tmp / "inbox"
+    state.mkdir(mode=0o700)
+    inbox.mkdir(mode=0o700)
+    log = (tmp / "daemon.log").open("w")
+    cmd = [sys.executable, "-m", "runspec.daemon", "--state", str(state), "--inbox", str(inbox)]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    try:
+        ps = psutil.Process(proc.pid)
+        if not wait_for(lambda: "runspecd watching" in (tmp / "daemon.log").read_text(), 60):
+            print("the daemon did not start; see", tmp / "daemon.log")
+            return 1
+        time.sleep(2)
+        cpu0 = ps.cpu_times()
+        t0 = time.monotonic()
+        time.sleep(args.idle_seconds)
+        cpu1 = ps.cpu_times()
+        busy = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+        idle_cpu = 100 * busy / (time.monotonic() - t0)
+        rss_idle = ps.memory_info().rss / 1e6
+        maps = Path(f"/proc/{proc.pid}/maps").read_text()
+        print(f"idle RSS: {rss_idle:.1f} MB (goal < 60)")
+        print(f"idle CPU: {idle_cpu:.3f} % of a core over {args.idle_seconds:.0f} s (goal < 0.5)")
+        print(f"torch mapped into the daemon: {'libtorch' in maps}")
+
+        latencies = []
+        for i in range(args.pickups):
+            name = f"pick{i:03d}"
+            tmp_file = inbox / f".{name}.yaml.tmp"
+            tmp_file.write_text(spec(name))
+            record = state / "jobs" / name / "record.json"
+            start = time.perf_counter()
+            os.replace(tmp_file, inbox / f"{name}.yaml")
+            if not wait_for(record.exists, 10):
+                print(f"pick-up {name} timed out")
+                continue
+            latencies.append((time.perf_counter() - start) * 1000)
+            time.sleep(0.2)
+        if latencies:
+            latencies.sort()
+            p90 = latencies[int(0.9 * (len(latencies) - 1))]
+            print(
+                f"pick-up latency (rename -> queued record), n={len(latencies)}: median "
+                f"{statistics.median(latencies):.1f} ms, p90 {p90:.1f} ms, "
+                f"max {latencies[-1]:.1f} ms (goal: median < 50)"
+            )
+
+        rejected = inbox / "rejected"
+        start = time.monotonic()
+        for i in range(args.rejects):
+            (inbox / f"bad{i:04d}.yaml").write_text(f"runspec: 1\nname: bad{i}\nbogus: 1\n")
+        ok = wait_for(
+            lambda: rejected.is_dir() and len(list(rejected.glob("bad*.error"))) >= args.rejects,
+            300,
+        )
+        took = time.monotonic() - start
+        print(
+            f"{args.rejects} bad specs: {'all rejected' if ok else 'NOT all rejected'} in "
+            f"{took:.1f} s; RSS after: {ps.memory_info().rss / 1e6:.1f} MB; "
+            f"daemon alive: {proc.poll() is None}"
+        )
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    print("state and log left in", tmp)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
