@@ -179,17 +179,24 @@ def read_epoch_marker(control_dir: Path) -> EpochMarker | None:
         return None
 
 
-def mark_stopping(control_dir: Path, reason: str) -> None:
+def mark_stopping(control_dir: Path, reason: str, detail: str = "") -> None:
     """The callback's note that it is ending training on purpose. Under multi-GPU the trainer
-    only sees the coordinator's generic failure; this file says it was a stop, and why."""
-    _write_atomic(control_dir / STOPPING_FILE, reason)
+    only sees the coordinator's generic failure; this file says it was a stop, and why.
+    `reason` is the stop request's text verbatim (or "deadline"); `detail` is for people."""
+    _write_atomic(control_dir / STOPPING_FILE, json.dumps({"reason": reason, "detail": detail}))
+
+
+def read_stopping(control_dir: Path) -> tuple[str, str] | None:
+    """(reason, detail) when the callback stopped training on purpose, else None."""
+    data = _read_json(control_dir / STOPPING_FILE)
+    if not isinstance(data, dict):
+        return None
+    return str(data.get("reason") or "stopped"), str(data.get("detail") or "")
 
 
 def stopping_reason(control_dir: Path) -> str | None:
-    try:
-        return (control_dir / STOPPING_FILE).read_text().strip() or "stopped"
-    except FileNotFoundError:
-        return None
+    stopping = read_stopping(control_dir)
+    return None if stopping is None else stopping[0]
 
 
 # --- result ---------------------------------------------------------------------------------
@@ -205,12 +212,15 @@ class TrainerOutcome(str, enum.Enum):
 @dataclass(frozen=True)
 class TrainerResult:
     outcome: TrainerOutcome
-    reason: str = ""  # why it stopped (stopped), or the one-line error (failed)
+    # stopped: the stop request's text verbatim ("budget", "cancel", ...) or "deadline";
+    # failed: "Type: message"; killed: what is known of how it died.
+    reason: str = ""
     error_type: str = ""  # LibreYOLO's exception type (failed)
     error_message: str = ""
     epochs_completed: int = 0
     save_dir: str = ""
     exit_code: int | None = None
+    detail: str = ""  # a sentence for people: "stop requested (budget) after epoch 7"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -221,6 +231,7 @@ class TrainerResult:
             "epochs_completed": self.epochs_completed,
             "save_dir": self.save_dir,
             "exit_code": self.exit_code,
+            "detail": self.detail,
         }
 
     @classmethod
@@ -234,6 +245,7 @@ class TrainerResult:
             epochs_completed=int(data.get("epochs_completed", 0)),
             save_dir=str(data.get("save_dir", "")),
             exit_code=None if code is None else int(code),
+            detail=str(data.get("detail", "")),
         )
 
 

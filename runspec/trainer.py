@@ -86,16 +86,18 @@ class StopControl:
         if event.epoch >= event.total_epochs:
             return  # the last epoch: training ends anyway, as completed
         reason = control.stop_requested(ctl)
+        detail = f"stop requested ({reason}); stopped after epoch {event.epoch}"
         if reason is None:
             deadline = control.read_deadline(ctl)
             if deadline is not None and now + self.longest_epoch > deadline:
-                reason = (
-                    f"deadline: another epoch (up to {self.longest_epoch:.0f}s) would end "
-                    f"after the stop time"
+                reason = "deadline"
+                detail = (
+                    f"another epoch (up to {self.longest_epoch:.0f}s) would end after the "
+                    f"stop time; stopped after epoch {event.epoch}"
                 )
         if reason is not None:
-            control.mark_stopping(ctl, f"{reason} (after epoch {event.epoch})")
-            raise TrainingStopped(f"{reason} (after epoch {event.epoch})")
+            control.mark_stopping(ctl, reason, detail)
+            raise TrainingStopped(detail)
 
 
 class _Signals:
@@ -203,11 +205,13 @@ def run(job: TrainJob) -> TrainerResult:
     except BaseException as exc:
         marker = control.read_epoch_marker(ctl)
         epochs = marker.epoch if marker is not None else 0
-        stopping = control.stopping_reason(ctl)
+        stopping = control.read_stopping(ctl)
         if isinstance(exc, TrainingStopped) or stopping is not None:
+            reason, detail = stopping or ("stopped", str(exc))
             return TrainerResult(
                 outcome=TrainerOutcome.STOPPED,
-                reason=stopping or str(exc),
+                reason=reason,
+                detail=detail,
                 epochs_completed=epochs,
                 save_dir=str(job.run_dir),
                 exit_code=control.EXIT_STOPPED,
@@ -244,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
         return control.EXIT_BAD_JOB
     result = run(job)
     control.write_result(Path(job.control_dir), result)
-    print(f"runspec.trainer: {result.outcome.value} {result.reason}".rstrip(), flush=True)
+    why = result.detail or result.reason
+    print(f"runspec.trainer: {result.outcome.value} {why}".rstrip(), flush=True)
     return result.exit_code if result.exit_code is not None else control.EXIT_FAILED
 
 

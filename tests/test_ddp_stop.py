@@ -42,9 +42,10 @@ def test_a_stop_request_stops_ddp_training_at_an_epoch_boundary(tiny_job: TinyJo
     wait_for(lambda: not handle.alive(), 300, "the DDP trainer to exit")
     result = handle.result()
     assert result is not None and result.outcome == TrainerOutcome.STOPPED, result
-    assert result.reason.startswith("cancelled under DDP")
+    assert result.reason == "cancelled under DDP"
     marker = control.read_epoch_marker(paths.control_dir)
     assert marker is not None and 1 <= marker.epoch <= 2 < marker.total_epochs
+    assert f"after epoch {marker.epoch}" in result.detail
     assert is_intact(paths.run_dir / "weights" / "last.pt")
     complete = {c.relpath: c.epoch for c in complete_checkpoints(paths.run_dir, paths.control_dir)}
     assert complete["weights/last.pt"] == marker.epoch

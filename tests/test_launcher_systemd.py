@@ -104,7 +104,7 @@ def test_the_trainer_runs_as_its_own_unit_and_a_new_handle_stops_it(
     outcome = json.loads(stopped.stdout.strip().splitlines()[-1])
     assert outcome["was_alive"] and not outcome["alive"], stopped.stderr
     assert outcome["result"]["outcome"] == "stopped"
-    assert outcome["result"]["reason"].startswith("stopped through the unit")
+    assert outcome["result"]["reason"] == "stopped through the unit"
     marker = control.read_epoch_marker(paths.control_dir)
     assert marker is not None and marker.epoch < 30
     assert is_intact(paths.run_dir / "weights" / "last.pt")

@@ -84,7 +84,7 @@ def test_a_stop_request_stops_at_the_next_epoch_boundary(tiny_job: TinyJob) -> N
     wait_epoch(paths, 1)
     handle.request_stop("cancelled by the test")
     reason = _assert_stopped_at_boundary(paths, handle, asked_after=1)
-    assert reason.startswith("cancelled by the test")
+    assert reason == "cancelled by the test"
 
 
 def test_sigterm_to_the_trainer_stops_at_the_boundary(tiny_job: TinyJob) -> None:
@@ -93,7 +93,7 @@ def test_sigterm_to_the_trainer_stops_at_the_boundary(tiny_job: TinyJob) -> None
     wait_epoch(paths, 1)
     os.kill(handle.identity.pid, signal.SIGTERM)
     reason = _assert_stopped_at_boundary(paths, handle, asked_after=1)
-    assert "SIGTERM" in reason
+    assert reason == "SIGTERM to the trainer"
 
 
 def test_the_deadline_stops_the_trainer_by_itself(tiny_job: TinyJob) -> None:
@@ -105,7 +105,8 @@ def test_the_deadline_stops_the_trainer_by_itself(tiny_job: TinyJob) -> None:
     _finish(handle)
     result = handle.result()
     assert result is not None and result.outcome == TrainerOutcome.STOPPED
-    assert result.reason.startswith("deadline")
+    assert result.reason == "deadline"
+    assert "stopped after epoch 1" in result.detail
     assert result.epochs_completed == 1
     assert is_intact(paths.run_dir / "weights" / "last.pt")
 
