@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -56,6 +57,13 @@ def _watch(pid: int, done: Callable[[], bool]) -> tuple[float, int]:
         peak = max(peak, _tree_rss(root))
         time.sleep(SAMPLE_S)
     return time.monotonic() - start_t, peak
+
+
+def _children_cpu() -> float:
+    """CPU seconds of every reaped child so far: robust where wall time is at the mercy of
+    whatever else the machine runs."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run_runspec(work: Path, data_yaml: Path, epochs: int, tag: str) -> tuple[float, int]:
@@ -123,26 +131,32 @@ def main() -> int:
     ratios: list[float] = []
     peaks_rs: list[int] = []
     peaks_cli: list[int] = []
+    cpu_ratios: list[float] = []
     for i in range(args.pairs):
         # Alternate who goes first, so a warming disk cache favours neither.
         order = ("runspec", "cli") if i % 2 == 0 else ("cli", "runspec")
         got: dict[str, tuple[float, int]] = {}
+        cpu: dict[str, float] = {}
         for side in order:
             runner = run_runspec if side == "runspec" else run_cli
+            before = _children_cpu()
             got[side] = runner(work, data_yaml, args.epochs, str(i))
+            cpu[side] = _children_cpu() - before
         (rs_wall, rs_peak), (cli_wall, cli_peak) = got["runspec"], got["cli"]
         ratios.append(rs_wall / cli_wall)
+        cpu_ratios.append(cpu["runspec"] / cpu["cli"])
         peaks_rs.append(rs_peak)
         peaks_cli.append(cli_peak)
         print(
             f"pair {i + 1}: runspec {rs_wall:6.2f}s {rs_peak / 2**20:7.0f} MiB | "
             f"libreyolo train {cli_wall:6.2f}s {cli_peak / 2**20:7.0f} MiB | "
-            f"ratio {rs_wall / cli_wall:.3f}"
+            f"ratio {rs_wall / cli_wall:.3f} | CPU {cpu['runspec']:.1f}s vs {cpu['cli']:.1f}s"
         )
     print(
         f"median wall-time ratio runspec/libreyolo: {statistics.median(ratios):.3f} "
         f"(goal <= 1.05) over {args.pairs} pairs of {args.epochs} epochs"
     )
+    print(f"median CPU-time ratio runspec/libreyolo: {statistics.median(cpu_ratios):.3f}")
     print(
         f"peak RSS (process tree), max over pairs: runspec {max(peaks_rs) / 2**20:.0f} MiB, "
         f"libreyolo train {max(peaks_cli) / 2**20:.0f} MiB"
