@@ -35,6 +35,27 @@ def is_intact(path: Path) -> bool:
         return False
 
 
+# Verdicts of is_intact for files whose identity and stat have not changed since: reading every
+# epoch_N.pt in full on each pass would cost gigabytes of reads an hour on a long run.
+_VERDICTS: dict[tuple[str, int, int, int], bool] = {}
+_VERDICTS_MAX = 4096
+
+
+def _is_intact_cached(path: Path) -> bool:
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    verdict = _VERDICTS.get(key)
+    if verdict is None:
+        verdict = is_intact(path)
+        if len(_VERDICTS) >= _VERDICTS_MAX:
+            _VERDICTS.clear()
+        _VERDICTS[key] = verdict
+    return verdict
+
+
 @dataclass(frozen=True)
 class CheckpointFile:
     relpath: str  # relative to the run folder, e.g. "weights/last.pt"
@@ -70,7 +91,7 @@ def complete_checkpoints(run_dir: Path, control_dir: Path) -> list[CheckpointFil
         path = run_dir / relpath
         if _stat_or_none(path) != recorded:
             continue  # rewritten since (or being rewritten now), or gone
-        if not is_intact(path):
+        if not _is_intact_cached(path):
             continue
         if _stat_or_none(path) != recorded:
             continue  # changed while we read it
