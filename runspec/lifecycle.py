@@ -20,7 +20,7 @@ from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
 from runspec.errors import EXIT_FAILED, EXIT_OK, EXIT_UNVERIFIED, RunspecError
 from runspec.model import FinishAction, Spec
 from runspec.paths import RunPaths
-from runspec.state import RecordStore, RunRecord, RunStatus, Termination
+from runspec.state import PushRecord, RecordStore, RunRecord, RunStatus, Termination
 
 if TYPE_CHECKING:
     from runspec.preflight import PreflightReport
@@ -236,7 +236,7 @@ class Lifecycle:
             # Past deadline + overrun already: one short, bounded try.
             timeout = max(remaining, 15.0)
             self.say(f"final push (waiting at most {timeout:.0f} s for it to be verified)")
-            pushed = pusher.push_now(final=True, timeout=timeout)
+            pushed = push_until_verified(pusher, final=True, timeout=timeout, clock=self.clock)
             if pushed is None:
                 self.say("final push NOT verified: the weights may exist only on this machine")
         term = self.record.termination or Termination.COMPLETED
@@ -267,6 +267,25 @@ class Lifecycle:
         """The daemon applies a deferred machine-ending finish once the queue is empty."""
         self._move(RunStatus.FINISHING, "applying the deferred finish action")
         self._finish()
+
+
+def push_until_verified(
+    pusher: Pusher, *, final: bool, timeout: float, clock: Clock
+) -> PushRecord | None:
+    """Push, and push again after a failure (a dropped connection, a 500 the client gave up
+    on), with a growing pause, until one is verified or `timeout` has passed."""
+    end = clock.monotonic() + timeout
+    pause = 1.0
+    while True:
+        left = end - clock.monotonic()
+        pushed = pusher.push_now(final=final, timeout=max(left, 1.0))
+        if pushed is not None:
+            return pushed
+        left = end - clock.monotonic()
+        if left <= pause:
+            return None
+        clock.sleep(pause)
+        pause = min(pause * 2, 30.0)
 
 
 def final_push_verified(spec: Spec, record: RunRecord) -> bool:

@@ -179,11 +179,13 @@ class Supervisor:
             self.lc.store.transition(self.record, RunStatus.STOPPING, reason, why)
 
     def _push_newest_now(self) -> None:
+        from runspec.lifecycle import push_until_verified
+
         pusher = self.lc.pusher()
         if pusher is None:
             return
         self.lc.say("pushing the newest complete checkpoint now")
-        pushed = pusher.push_now(final=False, timeout=60.0)
+        pushed = push_until_verified(pusher, final=False, timeout=60.0, clock=self.clock)
         if pushed is None:
             self.lc.say("the immediate push was not verified")
 

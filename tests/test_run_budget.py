@@ -76,7 +76,7 @@ def test_an_unverifiable_final_push_never_destroys_the_machine(
         "refused",
         epochs=2,
         push={"hub": {"repo": "tester/refused"}, "every": "15m"},
-        budget={"wall_clock": "10m", "overrun": "5s"},
+        budget={"wall_clock": "70s", "reserve": "10s", "overrun": "5s"},
         finish={"action": "destroy", "provider": "vast", "unverified": "stop"},
     )
     env = {**hub_env, **provider_env, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": VAST_KEY}
