@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 
 from runspec.errors import RunspecError
 from runspec.model import Spec
@@ -106,8 +108,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _claim_stdout() -> TextIO:
+    """Send everything else written to stdout (libreyolo's prints, C-level writes) to stderr,
+    so that stdout holds only the report; returns a stream to the real stdout."""
+    sys.stdout.flush()
+    real = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    return real
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    out = _claim_stdout()
     from runspec.loader import load_spec
 
     started = time.monotonic()
@@ -129,11 +141,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.phase in ("dataset", "all"):
         results += dataset_checks(spec, paths, args.timeout)
     report = PreflightReport(args.phase, results, time.monotonic() - started)
-    if args.json:
-        json.dump(report.to_json(), sys.stdout)
-        sys.stdout.write("\n")
-    else:
-        print(report.render_text())
+    with out:
+        if args.json:
+            json.dump(report.to_json(), out)
+            out.write("\n")
+        else:
+            out.write(report.render_text() + "\n")
     return 1 if report.failed else 0
 
 

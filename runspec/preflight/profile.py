@@ -1,0 +1,121 @@
+"""LibreYOLO's profiler for a few steps: the bottleneck, images per second, cost per epoch.
+
+The LibreYOLO guide's point: $/hour is the wrong figure to optimise. When the verdict is
+`dataloader` or `host / launch`, a faster GPU buys nothing; more workers or a bigger batch do.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from runspec.model import Spec
+from runspec.paths import RunPaths
+from runspec.preflight.report import CheckResult, failed, passed, warned
+
+PROFILE_WARMUP = 2
+PROFILE_STEPS = 5
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"}
+ADVICE = {
+    "dataloader": "the GPU waits for data: a faster GPU buys nothing; raise train.args.workers "
+    "or cache images (cache: ram)",
+    "host / launch": "the GPU waits for the CPU launching kernels: a faster GPU buys nothing; "
+    "a bigger batch or cuda_graph: true does",
+    "compute": "the GPU is the bottleneck: a faster GPU would shorten epochs; compare cost per "
+    "epoch, not $/hour",
+    "memory-pressure": "the allocator is thrashing: lower the batch or imgsz",
+}
+
+
+def train_images(data_yaml: Path) -> int | None:
+    """How many training images the data.yaml names (None when it cannot tell)."""
+    try:
+        cfg = yaml.safe_load(data_yaml.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    if not isinstance(cfg, dict) or "train" not in cfg:
+        return None
+    root = Path(str(cfg.get("path") or data_yaml.parent))
+    root = root if root.is_absolute() else data_yaml.parent / root
+    splits = cfg["train"] if isinstance(cfg["train"], list) else [cfg["train"]]
+    count = 0
+    for split in splits:
+        where = root / str(split)
+        if where.is_dir():
+            count += sum(1 for p in where.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
+        elif where.is_file() and where.suffix == ".txt":
+            count += sum(1 for line in where.read_text().splitlines() if line.strip())
+    return count or None
+
+
+def _profile(spec: Spec, paths: RunPaths, data_yaml: Path, project: Path) -> dict[str, Any]:
+    from runspec.launcher import TrainJob
+    from runspec.trainer import _build_model, resolve_device
+
+    job = TrainJob.from_spec(spec, paths, data_yaml)
+    device = resolve_device(job.device)
+    if "," in device:
+        device = device.split(",", maxsplit=1)[0]  # the profiler is off under DDP: one GPU
+    model = _build_model(job, device, job.args.get("pretrained", True))
+    args = {k: v for k, v in job.args.items() if k in ("workers", "amp", "cache")}
+    model.train(
+        data=job.data,
+        epochs=PROFILE_WARMUP + PROFILE_STEPS + 5,  # profile_then_stop ends it sooner
+        batch=16 if job.batch == -1 else job.batch,
+        imgsz=list(job.imgsz) if isinstance(job.imgsz, tuple) else job.imgsz,
+        device=device,
+        profile=True,
+        profile_then_stop=True,
+        profile_warmup=PROFILE_WARMUP,
+        profile_steps=PROFILE_STEPS,
+        profile_open=False,
+        no_aug_epochs=0,
+        project=str(project),
+        name="prof",
+        exist_ok=True,
+        **args,
+    )
+    found = project / "prof" / "profile.json"
+    if not found.is_file():
+        found = project / "prof" / "profile_summary.json"
+    loaded: dict[str, Any] = json.loads(found.read_text())
+    return loaded
+
+
+def profile_check(spec: Spec, paths: RunPaths, data_yaml: Path, timeout: float) -> CheckResult:
+    if not data_yaml.is_file():
+        return warned(
+            "profile",
+            f"the dataset is not staged yet ({data_yaml} missing): not profiled",
+            "the run profiles it after staging",
+        )
+    with tempfile.TemporaryDirectory(prefix="runspec-profile-") as tmp:
+        try:
+            summary = _profile(spec, paths, data_yaml, Path(tmp))
+        except (OSError, ValueError, RuntimeError) as exc:
+            return failed(
+                "profile",
+                f"profiling {PROFILE_STEPS} steps failed: {str(exc).splitlines()[0]}",
+                "training would fail the same way: see the message, or set preflight.profile: "
+                "false to go ahead",
+            )
+    bound = str(summary.get("bound") or summary.get("metrics", {}).get("bound") or "unknown")
+    rate = summary.get("img_per_s") or summary.get("real", {}).get("img_per_s")
+    parts = [f"verdict {bound}"]
+    if isinstance(rate, int | float) and rate > 0:
+        parts.append(f"{rate:.1f} img/s")
+        images = train_images(data_yaml)
+        if images:
+            epoch_s = images / rate
+            parts.append(f"about {epoch_s:.0f} s per epoch of {images} images")
+            if spec.budget.hourly_cost:
+                parts.append(f"${epoch_s / 3600 * spec.budget.hourly_cost:.4f} per epoch")
+    advice = ADVICE.get(bound, "")
+    message = ", ".join(parts) + (f"; {advice}" if advice else "")
+    if bound == "dataloader":
+        return warned("profile", message, "raise train.args.workers before paying for more GPU")
+    return passed("profile", message)

@@ -1,0 +1,56 @@
+"""The dataset phase: libreyolo doctor on a real generated dataset, clean and broken."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from runspec import staging
+from runspec.loader import load_spec
+from runspec.paths import RunPaths
+from runspec.preflight.checks import doctor_check
+from runspec.preflight.profile import train_images
+from runspec.preflight.report import CheckStatus
+
+
+@pytest.fixture(scope="module")
+def synthetic_yaml(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("pfdata")
+    spec_path = root / "s.yaml"
+    spec_path.write_text(
+        "runspec: 1\nname: pfdata\ndataset:\n  synthetic: {train: 8, val: 4, imgsz: 64}\n"
+        "train: {model: yolo9-t, epochs: 3, device: cpu}\nbudget: {wall_clock: 10m}\n"
+    )
+    spec = load_spec(spec_path)
+    return staging.stage_dataset(spec, RunPaths.for_spec(spec, root / "state"), lambda _: None)
+
+
+def test_doctor_passes_a_good_dataset_showing_its_warnings(synthetic_yaml: Path) -> None:
+    result = doctor_check(synthetic_yaml, 64)
+    assert result.status is not CheckStatus.FAIL, result
+    if result.status is CheckStatus.WARN:
+        assert "balance." in result.message and "training can go ahead" in result.fix
+
+
+def test_doctor_errors_fail_the_preflight(synthetic_yaml: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    shutil.copytree(synthetic_yaml.parent, broken)
+    text = synthetic_yaml.read_text().replace(str(synthetic_yaml.parent), str(broken))
+    (broken / "data.yaml").write_text(text)
+    label = sorted((broken / "labels" / "train").glob("*.txt"))[0]
+    label.write_text("7 0.5 0.5 0.2 0.2\n")  # class 7 in a 3-class dataset
+    result = doctor_check(broken / "data.yaml", 64)
+    assert result.status is CheckStatus.FAIL
+    assert "labels.class_out_of_range" in result.message
+    assert "libreyolo doctor" in result.fix
+
+
+def test_doctor_before_staging_says_so(tmp_path: Path) -> None:
+    result = doctor_check(tmp_path / "nope" / "data.yaml", 640)
+    assert result.status is CheckStatus.WARN and "not staged yet" in result.message
+
+
+def test_train_images_are_counted_for_the_cost_per_epoch(synthetic_yaml: Path) -> None:
+    assert train_images(synthetic_yaml) == 8
