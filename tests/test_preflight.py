@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -13,13 +15,14 @@ from runspec.loader import load_spec
 from runspec.model import Spec
 from runspec.paths import RunPaths
 from runspec.preflight import CheckStatus, run_preflight
-from runspec.preflight.checks import push_check
+from runspec.preflight.checks import dataset_bytes, push_check
 from runspec.preflight.disk import (
     checkpoint_count,
     disk_check,
     hf_home_check,
     model_params_m,
 )
+from runspec.staging import stage_dataset
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -191,3 +194,27 @@ def test_hf_home_check_reads_this_machines_mounts(tmp_path: Path) -> None:
     result = hf_home_check(tmp_path, Path("/proc/self/mountinfo").read_text())
     assert result.status in (CheckStatus.PASS, CheckStatus.WARN)
     assert str(tmp_path) in result.message
+
+
+def test_the_disk_check_counts_a_hub_dataset_until_it_is_extracted(
+    tmp_path: Path, hub_server: object
+) -> None:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("ds/data.yaml")
+        info.size = 11
+        tar.addfile(info, io.BytesIO(b"names: [a]\n"))
+    payload = buf.getvalue()
+    hub_server.put_file("org/ds", "ds.tar", payload, repo_type="dataset")  # type: ignore[attr-defined]
+    hub_spec_path = tmp_path / "hub.yaml"
+    hub_spec_path.write_text(
+        "runspec: 1\nname: hubds\ndataset:\n  hub: {repo: org/ds, file: ds.tar}\n"
+        "  data: ds/data.yaml\ntrain: {model: yolo9-t, epochs: 3}\nbudget: {wall_clock: 10m}\n"
+    )
+    spec = load_spec(hub_spec_path)
+    paths = RunPaths.for_spec(spec, tmp_path / "state")
+    need, note = dataset_bytes(spec, paths.data_root)
+    assert need == 2 * len(payload)  # the tar in the Hub cache, and its contents beside it
+    assert note is not None and note.status is CheckStatus.PASS
+    stage_dataset(spec, paths, progress=lambda _: None)
+    assert dataset_bytes(spec, paths.data_root) == (0, None)

@@ -128,12 +128,15 @@ def main(argv: list[str] | None = None) -> int:
     except RunspecError as exc:
         print(f"runspec preflight: {exc}", file=sys.stderr)
         return exc.exit_code
-    paths = RunPaths.for_spec(spec, args.state)
+    state = args.state.absolute()
+    paths = RunPaths.for_spec(spec, state)
+    # Relative folders in a spec mean relative to the state folder (as staging reads them);
+    # this child runs in a temporary folder.
     paths = RunPaths(
-        state=paths.state,
+        state=state,
         name=paths.name,
-        project=args.project or paths.project,
-        data_root=args.data_root or paths.data_root,
+        project=state / (args.project or paths.project),
+        data_root=state / (args.data_root or paths.data_root),
     )
     results: list[CheckResult] = []
     if args.phase in ("machine", "all"):
