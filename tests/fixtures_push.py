@@ -107,7 +107,9 @@ class FakeRun:
             "clock": self.clock,
             "progress": self.lines.append,
             "min_interval": 0.0,
-            "retry_base": 5.0,
+            # A push that fails on a loaded machine is retried at once; tests of the backoff
+            # set their own.
+            "retry_base": 0.0,
         }
         options.update(kwargs)
         pusher = Pusher(self.spec, self.paths, self.store, self.record, **options)
@@ -124,12 +126,15 @@ class FakeRun:
 MakeRun = Callable[..., FakeRun]
 
 
-def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> None:
+def wait_until(
+    predicate: Callable[[], object], timeout: float, what: str, run: FakeRun | None = None
+) -> None:
     """Poll until predicate() holds; fail the test (never hang) after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+            said = "\n".join(run.lines) if run is not None else ""
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{said}")
         time.sleep(0.05)
 
 

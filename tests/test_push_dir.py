@@ -84,11 +84,11 @@ def test_unwritable_volume_fails_then_catches_up(make_run: MakeRun) -> None:
     out.write_text("not a folder: the volume is not what we expect")
     pusher = run.pusher(retry_base=10.0)
     pusher.notify_checkpoint()
-    wait_until(lambda: run.reload().push_error is not None, 60, "the failed push")
+    wait_until(lambda: run.reload().push_error is not None, 60, "the failed push", run)
     assert run.reload().last_push is None
     out.unlink()
     run.clock.advance(11)
-    wait_until(lambda: run.reload().last_push is not None, 60, "the retried push")
+    wait_until(lambda: run.reload().last_push is not None, 60, "the retried push", run)
     assert sha256(out / "weights/last.pt") == sha256(run.run_dir / "weights/last.pt")
     assert run.reload().push_error is None
 

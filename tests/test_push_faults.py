@@ -40,7 +40,7 @@ def test_commit_fault_fails_the_push_and_the_retry_verifies(
     hub_server.fail("commit", mode)
     pusher = run.pusher(retry_base=30.0)
     pusher.notify_checkpoint()
-    wait_until(lambda: run.reload().push_error is not None, 60, "the failed push")
+    wait_until(lambda: run.reload().push_error is not None, 60, "the failed push", run)
     assert run.reload().last_push is None
     assert hub_server.files("me/run1") == []
     assert any("push failed, retrying in 30 s" in line for line in run.lines)
@@ -51,7 +51,7 @@ def test_commit_fault_fails_the_push_and_the_retry_verifies(
     pusher.notify_checkpoint()
     # ...the retry after it pushes the newest checkpoints and verifies them.
     run.clock.advance(2)
-    wait_until(lambda: run.reload().last_push is not None, 60, "the retried push")
+    wait_until(lambda: run.reload().last_push is not None, 60, "the retried push", run)
     record = run.reload()
     assert record.last_push is not None and record.last_push.epoch == 2
     assert parse_utc_iso(record.last_push.time) >= failed_at + 30
@@ -98,18 +98,18 @@ def test_hub_down_for_a_while_then_pushes_catch_up(
     run.epoch(1)
     pusher = run.pusher(retry_base=10.0)
     pusher.notify_checkpoint()
-    wait_until(lambda: run.reload().last_push is not None, 60, "the first push")
+    wait_until(lambda: run.reload().last_push is not None, 60, "the first push", run)
     hub_server.down()
     for epoch in (2, 3, 4):
         run.epoch(epoch)
         pusher.notify_checkpoint()  # returns at once: training never waits for the Hub
-        wait_until(lambda: run.reload().push_error is not None, 60, "a failed push")
+        wait_until(lambda: run.reload().push_error is not None, 60, "a failed push", run)
         run.clock.advance(1)
     assert run.reload().last_push.epoch == 1  # type: ignore[union-attr]
     assert pusher.pending_bytes() > 0
     hub_server.up()
     run.clock.advance(3600)
-    wait_until(lambda: run.reload().last_push.epoch == 4, 60, "the catch-up push")  # type: ignore[union-attr]
+    wait_until(lambda: run.reload().last_push.epoch == 4, 60, "the catch-up push", run)  # type: ignore[union-attr]
     record = run.reload()
     assert record.push_error is None
     for rel in ("weights/last.pt", "weights/best.pt", "weights/epoch_2.pt", "weights/epoch_4.pt"):

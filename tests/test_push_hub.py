@@ -126,7 +126,7 @@ def test_truncated_before_any_push_leaves_the_staged_copy_of_the_last_good_one(
     pusher.notify_checkpoint()  # stages and pushes epoch 1
     good = run.run_dir / "weights/last.pt"
     good_sha = sha256(good)
-    wait_until(lambda: run.reload().last_push is not None, 60, "the epoch 1 push")
+    wait_until(lambda: run.reload().last_push is not None, 60, "the epoch 1 push", run)
     run.epoch(2)
     good.write_bytes(b"PK\x03\x04 torn")
     pushed = pusher.push_now(final=True, timeout=60)

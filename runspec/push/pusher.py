@@ -11,8 +11,6 @@ Only a push whose every file was checked at the target updates `record.last_push
 manifest of that push is kept in `<job_dir>/pushed.json` so unchanged files are not sent again.
 """
 
-# ruff: noqa: PLC0415 -- targets and the scheduler load on use: the daemon stays light
-
 from __future__ import annotations
 
 import json
@@ -207,20 +205,37 @@ class Pusher:
                     self._cond.wait(WAIT_SLICE)
             if job == "stop":
                 return
-            if isinstance(job, _NowRequest):
-                job.result = self._attempt(job.final, always=True) or self.record.last_push
-                if job.final and (job.result is None or not job.result.final):
-                    job.result = None
-                job.done.set()
-            else:
-                self._attempt(False, always=False, checkpoint_only=job == "checkpoint")
+            try:
+                if isinstance(job, _NowRequest):
+                    self._serve(job)
+                else:
+                    self._attempt(False, always=False, checkpoint_only=job == "checkpoint")
+            except Exception:
+                # Even recording a failure can fail (a full disk): log it, keep the worker.
+                log.exception("%s: push worker error", self.spec.name)
+            finally:
+                if isinstance(job, _NowRequest):
+                    job.done.set()
+
+    def _serve(self, request: _NowRequest) -> None:
+        """A final push always commits (it carries the run's record and log); an immediate
+        one with nothing new to send is answered by the last verified push."""
+        request.result = self._attempt(request.final, always=request.final, answer_unchanged=True)
 
     def _attempt(
-        self, final: bool, always: bool, checkpoint_only: bool = False
+        self,
+        final: bool,
+        always: bool,
+        checkpoint_only: bool = False,
+        answer_unchanged: bool = False,
     ) -> PushRecord | None:
-        """One push, its failure recorded and scheduled for retry; never raises."""
+        """One push, its failure recorded and scheduled for retry; never raises. Returns the
+        verified push; with nothing new to send, None (or, with `answer_unchanged`, the last
+        verified push, which holds everything there is)."""
         try:
             pushed = self._push(final, always, checkpoint_only)
+            if pushed is None and answer_unchanged:
+                pushed = self.record.last_push
         except Exception as exc:  # one failed push, whatever the cause, must not end the worker
             message = str(exc) if isinstance(exc, PushFailed) else one_line(exc)
             if not isinstance(exc, PushFailed):
