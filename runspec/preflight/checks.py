@@ -6,6 +6,7 @@ import importlib.metadata
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from runspec import safetar
 from runspec.model import Spec
@@ -111,6 +112,13 @@ def _hub_check(repo: str, private: bool) -> CheckResult:
             "give the daemon HF_TOKEN (a write token) in its EnvironmentFile, or `hf auth login`",
         )
     api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None, token=token)
+    role = _token_role(api)
+    if role == "read":
+        return failed(
+            "push",
+            f"the Hub token is read-only: it cannot push to {repo}",
+            "give the daemon a write token (HF_TOKEN) in its EnvironmentFile",
+        )
     try:
         url = api.create_repo(repo, repo_type="model", private=private, exist_ok=True)
     except HfHubHTTPError as exc:
@@ -130,6 +138,22 @@ def _hub_check(repo: str, private: bool) -> CheckResult:
             "check the network and HF_ENDPOINT",
         )
     return passed("push", f"model repo {url} exists and the token can create it")
+
+
+def _token_role(api: Any) -> str | None:
+    """The token's role from whoami ("read", "write", "fineGrained"), None when unknown.
+
+    A stand-in Hub without whoami answers 404; create_repo below still proves write access.
+    """
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        info = api.whoami()
+    except (HfHubHTTPError, OSError):
+        return None
+    token = (info.get("auth") or {}).get("accessToken") or {}
+    role = token.get("role")
+    return role if isinstance(role, str) else None
 
 
 def dataset_bytes(spec: Spec, data_root: Path) -> tuple[int, CheckResult | None]:
