@@ -9,7 +9,9 @@ GPUs, matmul, collective, disk, HF_HOME, push target) before anything slow is do
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -26,6 +28,7 @@ from runspec.preflight.report import CheckResult, CheckStatus, PreflightReport, 
 
 __all__ = ["CheckResult", "CheckStatus", "PreflightReport", "child_env", "run_preflight"]
 
+log = logging.getLogger("runspec.preflight")
 Phase = Literal["machine", "dataset", "all"]
 # After the hard timeout the child's process group gets SIGKILL; this bounds the reaping.
 _REAP_S = 10.0
@@ -77,7 +80,8 @@ def run_preflight(spec: Spec, paths: RunPaths, phase: Phase, timeout: float) -> 
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             # The group is ours: the child was started just above and has not been reaped.
-            os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate(timeout=_REAP_S)
             return PreflightReport(
                 phase=phase,
@@ -91,6 +95,8 @@ def run_preflight(spec: Spec, paths: RunPaths, phase: Phase, timeout: float) -> 
                 ],
                 seconds=time.monotonic() - started,
             )
+    if err.strip():
+        log.debug("preflight child stderr:\n%s", err.rstrip())
     try:
         report = PreflightReport.from_json(json.loads(out))
     except (ValueError, KeyError, TypeError):

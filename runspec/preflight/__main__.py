@@ -21,6 +21,8 @@ from runspec.paths import RunPaths
 from runspec.preflight.report import CheckResult, PreflightReport, failed
 
 DEFAULT_TIMEOUT_S = 120.0
+# NCCL's rendezvous on one machine takes seconds; a minute and more is a hang.
+COLLECTIVE_MAX_S = 120.0
 
 
 def _guarded(name: str, check: Callable[[], list[CheckResult]]) -> list[CheckResult]:
@@ -76,7 +78,7 @@ def _gpu_checks(spec: Spec, timeout: float) -> list[CheckResult]:
     if spec.preflight.collective and len(selection.gpus) > 1:
         from runspec.preflight.collective import collective_check
 
-        results.append(collective_check(selection.gpus, timeout))
+        results.append(collective_check(selection.gpus, min(timeout, COLLECTIVE_MAX_S)))
     return results
 
 
