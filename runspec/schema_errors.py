@@ -9,6 +9,7 @@ carry an `errorMessage` (the ajv-errors convention) where the fix is not obvious
 from __future__ import annotations
 
 import difflib
+from functools import cache
 from typing import Any
 
 from runspec.errors import Problem
@@ -48,10 +49,15 @@ def show(value: Any) -> str:
     return str(value)
 
 
-def _did_you_mean(word: str, choices: list[str]) -> str:
-    # A close spelling first; else the keys it starts (`warmup` -> `warmup_epochs`). Dashed
-    # spellings of underscored keys are aliases, not suggestions.
-    choices = [c for c in choices if "-" not in c or c.replace("-", "_") not in choices]
+@cache
+def _suggestible(choices: tuple[str, ...]) -> tuple[str, ...]:
+    # Dashed spellings of underscored keys are aliases, not suggestions.
+    return tuple(c for c in choices if "-" not in c or c.replace("-", "_") not in choices)
+
+
+def _did_you_mean(word: str, known: tuple[str, ...]) -> str:
+    # A close spelling first; else the keys it starts (`warmup` -> `warmup_epochs`).
+    choices = _suggestible(known)
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.75)
     close = close or sorted(c for c in choices if c.startswith(word) and c != word)[:3]
     if not close:
@@ -67,26 +73,33 @@ class Reporter:
         self.source = source
         self.spelled = spelled  # train.args keys as the file spells them
         self.problems: list[Problem] = []
+        self._seen: set[Problem] = set()  # a file of 40,000 bad keys must not be quadratic
+        # Guessing costs a fraction of a millisecond a key; a file of thousands of unknown
+        # keys is not a typo, and its answer must still come in seconds.
+        self.guesses_left = 200
 
     def _as_written(self, path: KeyPath) -> KeyPath:
         if len(path) >= 3 and path[:2] == ("train", "args") and isinstance(path[2], str):
             return (*path[:2], self.spelled.get(path[2], path[2]), *path[3:])
         return path
 
+    def _keep(self, problem: Problem) -> None:
+        if problem not in self._seen:
+            self._seen.add(problem)
+            self.problems.append(problem)
+
     def add(self, path: KeyPath, message: str, *, at_key: bool = False) -> None:
         written = self._as_written(path)
         mark = self.doc.key_mark(written) if at_key else self.doc.value_mark(written)
         problem = Problem(self.source, mark.line, mark.column, json_pointer(written), message)
-        if problem not in self.problems:
-            self.problems.append(problem)
+        self._keep(problem)
 
     def missing(self, parent: KeyPath, key: str, message: str) -> None:
         """A missing key is reported at its parent's line (the parent's key, if it has one)."""
         mark = self.doc.key_mark(parent)
         pointer = json_pointer((*self._as_written(parent), key))
         problem = Problem(self.source, mark.line, mark.column, pointer, message)
-        if problem not in self.problems:
-            self.problems.append(problem)
+        self._keep(problem)
 
 
 def _quote_hint(error: Any, report: Reporter) -> str:
@@ -110,12 +123,14 @@ def explain(error: Any, report: Reporter) -> None:
     custom = sub.get("errorMessage")
     instance = error.instance
     if kind == "additionalProperties":
-        known = list(sub.get("properties", {}))
+        known = tuple(sub.get("properties", {}))
         for key in instance:
             if key not in known:
-                report.add(
-                    (*path, key), f"unknown key {key!r}{_did_you_mean(key, known)}", at_key=True
-                )
+                hint = ""
+                if report.guesses_left > 0:
+                    report.guesses_left -= 1
+                    hint = _did_you_mean(key, known)
+                report.add((*path, key), f"unknown key {key!r}{hint}", at_key=True)
     elif kind == "required":
         for key in error.validator_value:
             if key in instance:
@@ -163,7 +178,7 @@ def explain(error: Any, report: Reporter) -> None:
         report.add(path, f"expected {' or '.join(names)}, got {show(instance)}{hint}")
     elif kind == "enum":
         choices = [str(c) for c in error.validator_value]
-        hint = _did_you_mean(instance, choices) if isinstance(instance, str) else ""
+        hint = _did_you_mean(instance, tuple(choices)) if isinstance(instance, str) else ""
         report.add(path, f"{show(instance)} is not one of {', '.join(choices)}{hint}")
     elif kind == "minItems":
         report.add(path, "the list is empty; give at least one item")

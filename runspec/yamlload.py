@@ -320,12 +320,47 @@ def _yaml_error(exc: yaml.YAMLError, text: str, source: str) -> Problem:
     return Problem(source, 1, 1, "", f"not valid YAML: {exc}")
 
 
+_TOO_MANY = (
+    f"the file expands to more than {MAX_NODES:,} YAML nodes (aliases included); "
+    "a spec needs a few dozen"
+)
+_NODE_EVENTS = (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent, yaml.AliasEvent)
+
+
+def _first_node_past_limit(text: str) -> int | None:
+    """The character index of the event that takes the file past MAX_NODES nodes, if any.
+
+    Composing a large flat file costs seconds in PyYAML's resolver calls; counting parser
+    events costs a fraction of that and lets a 1 MiB list of numbers be refused quickly.
+    Each event is at least one node after expansion, so this never refuses a valid file.
+    """
+    parser = CParser(text)
+    count = 0
+    try:
+        while (event := parser.get_event()) is not None:
+            if isinstance(event, _NODE_EVENTS):
+                count += 1
+                if count > MAX_NODES:
+                    return int(event.start_mark.index) if event.start_mark else 0
+            elif isinstance(event, yaml.StreamEndEvent):
+                break
+    except yaml.YAMLError:
+        pass  # composing reports it, with the parser's own position
+    finally:
+        parser.dispose()
+    return None
+
+
 def load_yaml(raw: bytes | str, source: str) -> tuple[YamlDocument | None, list[Problem]]:
     """Parse a spec file's bytes. The document is None when nothing usable could be read;
     problems that leave the rest readable (duplicate keys, odd keys) come with a document."""
     text, problems = _decode(raw, source)
     if text is None:
         return None, problems
+    too_many = _first_node_past_limit(text)
+    if too_many is not None:
+        mark = Locator(text).at(too_many)
+        return None, [Problem(source, mark.line, mark.column, "", _TOO_MANY)]
     composer = _Composer(text)
     try:
         root = composer.get_single_node()
@@ -347,11 +382,7 @@ def load_yaml(raw: bytes | str, source: str) -> tuple[YamlDocument | None, list[
         doc.data = builder.build(root, (), 0)
     except _TooMany as exc:
         mark = locate.node(exc.node)
-        message = (
-            f"the file expands to more than {MAX_NODES:,} YAML nodes (aliases included); "
-            "a spec needs a few dozen"
-        )
-        return None, [Problem(source, mark.line, mark.column, "", message)]
+        return None, [Problem(source, mark.line, mark.column, "", _TOO_MANY)]
     except _TooDeep as exc:
         mark = locate.node(exc.node)
         message = f"values are nested more than {MAX_DEPTH} levels deep"

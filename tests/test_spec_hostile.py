@@ -1,0 +1,41 @@
+"""Files written to hurt the validator: each is answered, with located problems, in bounded
+time (the timeouts are bounds on a hang, not speed goals; bench/ measures speed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from runspec.loader import check_spec_text
+from runspec.yamlload import MAX_BYTES, MAX_NODES
+
+
+@pytest.mark.timeout(30)
+def test_a_flat_list_of_a_million_bytes_is_refused_by_its_node_count() -> None:
+    text = "a: [" + "1," * ((MAX_BYTES - 10) // 2) + "1]\n"
+    assert len(text) <= MAX_BYTES
+    spec, problems = check_spec_text(text, "flat.yaml")
+    assert spec is None
+    assert len(problems) == 1
+    assert f"more than {MAX_NODES:,} YAML nodes" in problems[0].message
+    assert problems[0].line == 1
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("where", ["top", "train", "args", "env"])
+def test_thousands_of_bad_keys_are_each_reported(where: str) -> None:
+    keys = [f"k{i:05d}x" for i in range(20_000)]
+    if where == "top":
+        text = "".join(f"{k}: v\n" for k in keys)
+    elif where == "train":
+        text = "train:\n" + "".join(f"  {k}: v\n" for k in keys)
+    elif where == "args":
+        text = "train:\n  args:\n" + "".join(f"    {k}: v\n" for k in keys)
+    else:
+        text = "env:\n" + "".join(f"  TOKEN_{k}: v\n" for k in keys)
+    spec, problems = check_spec_text(text, "keys.yaml")
+    assert spec is None
+    flagged = {p.pointer.rsplit("/", 1)[-1] for p in problems}
+    expected = {f"TOKEN_{k}" for k in keys} if where == "env" else set(keys)
+    assert expected <= flagged
+    lines = text.count("\n")
+    assert all(1 <= p.line <= lines for p in problems)
