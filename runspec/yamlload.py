@@ -290,6 +290,12 @@ def _decode(raw: bytes | str, source: str) -> tuple[str | None, list[Problem]]:
     if size > MAX_BYTES:
         return None, [too_big(size, source)]
     if isinstance(raw, str):
+        try:
+            raw.encode("utf-8")
+        except UnicodeEncodeError as exc:  # only a caller's str can hold a lone surrogate
+            mark = _end_mark(raw[: exc.start])
+            message = f"not UTF-8: U+{ord(raw[exc.start]):04X} is a lone surrogate"
+            return None, [Problem(source, mark.line, mark.column, "", message)]
         return raw.removeprefix("\ufeff"), []
     try:
         return raw.decode("utf-8").removeprefix("\ufeff"), []

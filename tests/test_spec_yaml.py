@@ -177,3 +177,10 @@ def test_keys_must_be_strings() -> None:
     doc, problems = load_yaml("1: a\n? [x]\n: b\nok: c\n", "t.yaml")
     assert doc is not None and doc.data == {"ok": "c"}
     assert [p.line for p in problems] == [1, 2]
+
+
+def test_a_str_with_a_lone_surrogate_is_refused_not_crashed_on() -> None:
+    doc, problems = load_yaml("a: 1\nb: x\ud800\n", "t.yaml")
+    assert doc is None
+    assert (problems[0].line, problems[0].column) == (2, 5)
+    assert "lone surrogate" in problems[0].message
