@@ -185,10 +185,6 @@ class _TooDeep(Exception):
         self.node = node
 
 
-def _show(value: Any) -> str:
-    return repr(value) if isinstance(value, str) else str(value)
-
-
 class _Builder:
     def __init__(self, source: str, doc: YamlDocument) -> None:
         self.source = source
@@ -253,7 +249,7 @@ class _Builder:
                 continue
             key = self._scalar(key_node, path)
             if not isinstance(key, str):
-                shown = "null" if key is None else _show(key)
+                shown = key_node.value or "null"  # as written: `true`, not Python's True
                 self.problem(
                     self.locate.node(key_node),
                     (*path, str(key_node.value)),
