@@ -53,3 +53,20 @@ def test_a_stop_request_stops_ddp_training_at_an_epoch_boundary(tiny_job: TinyJo
     # Every process of the tree is gone, the ranks included.
     _, alive = psutil.wait_procs(tree, timeout=30)
     assert alive == []
+
+
+def test_kill_now_reaches_the_coordinator_in_its_own_session(tiny_job: TinyJob) -> None:
+    job, paths = tiny_job("ddpkill", epochs=30)
+    job = dataclasses.replace(job, env={**job.env, CPU_DDP_ENV: "2"})
+    lines: list[str] = []
+    handle = start(job, paths, log_line=lines.append)
+    wait_epoch(paths, 1)
+    tree = psutil.Process(handle.identity.pid).children(recursive=True)
+    coordinator = next(p for p in tree if p.ppid() == handle.identity.pid)
+    handle.kill_now()
+    # Signalled directly, by identity, not left to notice its parent's death.
+    assert f"sent SIGKILL to trainer descendant {coordinator.pid}" in lines
+    _, alive = psutil.wait_procs(tree, timeout=30)
+    assert alive == []
+    result = handle.result()
+    assert result is not None and result.outcome == TrainerOutcome.KILLED
