@@ -11,7 +11,7 @@ from runspec import staging
 from runspec.loader import load_spec
 from runspec.paths import RunPaths
 from runspec.preflight.checks import doctor_check
-from runspec.preflight.profile import train_images
+from runspec.preflight.profile import profile_check, train_images
 from runspec.preflight.report import CheckStatus
 
 
@@ -54,3 +54,23 @@ def test_doctor_before_staging_says_so(tmp_path: Path) -> None:
 
 def test_train_images_are_counted_for_the_cost_per_epoch(synthetic_yaml: Path) -> None:
     assert train_images(synthetic_yaml) == 8
+
+
+@pytest.mark.training
+def test_the_profiler_gives_a_verdict_and_the_cost_per_epoch(
+    synthetic_yaml: Path, tmp_path: Path
+) -> None:
+    spec_path = tmp_path / "prof.yaml"
+    spec_path.write_text(
+        "runspec: 1\nname: prof\ndataset:\n  synthetic: {train: 8, val: 4, imgsz: 64}\n"
+        "train:\n  model: yolo9-t\n  epochs: 3\n  batch: 4\n  imgsz: 32\n  device: cpu\n"
+        "  args: {pretrained: false, workers: 0}\n"
+        "budget: {wall_clock: 10m, hourly_cost: 3.4828}\npreflight: {profile: true}\n"
+    )
+    spec = load_spec(spec_path)
+    # A real profiled window, kept to two steps: the profiler's tracing is slow on a CPU.
+    result = profile_check(spec, RunPaths.for_spec(spec, tmp_path / "state"), synthetic_yaml, 1, 2)
+    assert result.status is not CheckStatus.FAIL, result
+    assert "verdict host / launch" in result.message  # no GPU: the host is all there is
+    assert "img/s" in result.message and "per epoch of 8 images" in result.message
+    assert "$" in result.message and "a faster GPU buys nothing" in result.message

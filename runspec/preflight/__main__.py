@@ -82,7 +82,7 @@ def _gpu_checks(spec: Spec, timeout: float) -> list[CheckResult]:
     return results
 
 
-def dataset_checks(spec: Spec, paths: RunPaths, timeout: float) -> list[CheckResult]:
+def dataset_checks(spec: Spec, paths: RunPaths) -> list[CheckResult]:
     from runspec.preflight import checks
     from runspec.staging import expected_data_yaml
 
@@ -94,7 +94,7 @@ def dataset_checks(spec: Spec, paths: RunPaths, timeout: float) -> list[CheckRes
     if spec.preflight.profile:
         from runspec.preflight.profile import profile_check
 
-        results += _guarded("profile", lambda: [profile_check(spec, paths, data_yaml, timeout)])
+        results += _guarded("profile", lambda: [profile_check(spec, paths, data_yaml)])
     return results
 
 
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.phase in ("machine", "all"):
         results += machine_checks(spec, paths, args.timeout)
     if args.phase in ("dataset", "all"):
-        results += dataset_checks(spec, paths, args.timeout)
+        results += dataset_checks(spec, paths)
     report = PreflightReport(args.phase, results, time.monotonic() - started)
     with out:
         if args.json:

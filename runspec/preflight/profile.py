@@ -52,7 +52,9 @@ def train_images(data_yaml: Path) -> int | None:
     return count or None
 
 
-def _profile(spec: Spec, paths: RunPaths, data_yaml: Path, project: Path) -> dict[str, Any]:
+def _profile(
+    spec: Spec, paths: RunPaths, data_yaml: Path, project: Path, warmup: int, steps: int
+) -> dict[str, Any]:
     from runspec.launcher import TrainJob
     from runspec.trainer import _build_model, resolve_device
 
@@ -64,14 +66,14 @@ def _profile(spec: Spec, paths: RunPaths, data_yaml: Path, project: Path) -> dic
     args = {k: v for k, v in job.args.items() if k in ("workers", "amp", "cache")}
     model.train(
         data=job.data,
-        epochs=PROFILE_WARMUP + PROFILE_STEPS + 5,  # profile_then_stop ends it sooner
+        epochs=warmup + steps + 5,  # profile_then_stop ends it sooner
         batch=16 if job.batch == -1 else job.batch,
         imgsz=list(job.imgsz) if isinstance(job.imgsz, tuple) else job.imgsz,
         device=device,
         profile=True,
         profile_then_stop=True,
-        profile_warmup=PROFILE_WARMUP,
-        profile_steps=PROFILE_STEPS,
+        profile_warmup=warmup,
+        profile_steps=steps,
         profile_open=False,
         no_aug_epochs=0,
         project=str(project),
@@ -86,7 +88,14 @@ def _profile(spec: Spec, paths: RunPaths, data_yaml: Path, project: Path) -> dic
     return loaded
 
 
-def profile_check(spec: Spec, paths: RunPaths, data_yaml: Path, timeout: float) -> CheckResult:
+def profile_check(
+    spec: Spec,
+    paths: RunPaths,
+    data_yaml: Path,
+    warmup: int = PROFILE_WARMUP,
+    steps: int = PROFILE_STEPS,
+) -> CheckResult:
+    """Profile `steps` training steps after `warmup`; bounded by the preflight's hard timeout."""
     if not data_yaml.is_file():
         return warned(
             "profile",
@@ -95,11 +104,11 @@ def profile_check(spec: Spec, paths: RunPaths, data_yaml: Path, timeout: float) 
         )
     with tempfile.TemporaryDirectory(prefix="runspec-profile-") as tmp:
         try:
-            summary = _profile(spec, paths, data_yaml, Path(tmp))
+            summary = _profile(spec, paths, data_yaml, Path(tmp), warmup, steps)
         except (OSError, ValueError, RuntimeError) as exc:
             return failed(
                 "profile",
-                f"profiling {PROFILE_STEPS} steps failed: {str(exc).splitlines()[0]}",
+                f"profiling {steps} steps failed: {str(exc).splitlines()[0]}",
                 "training would fail the same way: see the message, or set preflight.profile: "
                 "false to go ahead",
             )
