@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import time
 from pathlib import Path
 
-from tests.fixtures_daemon import DaemonProc, wait_until
+from tests.fixtures_daemon import DaemonProc, spec_text, wait_until
 
 
 def test_ready_watchdog_and_status_over_the_notify_socket(make_daemon) -> None:  # type: ignore[no-untyped-def]
@@ -101,3 +103,50 @@ def test_sigkill_leaves_no_stale_lock_and_the_daemon_restarts(make_daemon) -> No
     again: DaemonProc = make_daemon().start()
     again.wait_ready()
     assert again.stop() == 0
+
+
+def _idle_config(tmp_path: Path, marker: Path) -> Path:
+    config = tmp_path / "runspecd.yaml"
+    config.write_text(
+        f"idle_finish: 3s\nfinish: {{action: command, command: [/usr/bin/touch, {marker}]}}\n"
+    )
+    os.chmod(config, 0o600)
+    return config
+
+
+def _queue_and_cancel(state: Path, name: str) -> None:
+    from runspec.accept import accept
+    from runspec.clock import SYSTEM
+    from runspec.daemon.queue import request_cancel
+    from runspec.loader import load_spec_text
+
+    accept(load_spec_text(spec_text(name), f"{name}.yaml"), state, None, SYSTEM)
+    request_cancel(state, name, SYSTEM)
+
+
+def test_idle_finish_is_never_armed_on_a_fresh_machine(make_daemon, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    marker = tmp_path / "finished-the-machine"
+    daemon: DaemonProc = make_daemon(config=_idle_config(tmp_path, marker)).start()
+    daemon.wait_ready()
+    time.sleep(5)  # longer than idle_finish: nothing has run, so nothing may end the machine
+    assert not marker.exists()
+
+
+def test_idle_finish_after_a_run_ended_survives_a_daemon_kill(make_daemon, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    marker = tmp_path / "finished-the-machine"
+    config = _idle_config(tmp_path, marker)
+    first: DaemonProc = make_daemon(config=config)
+    _queue_and_cancel(first.state, "short")
+    first.start()
+    first.wait_ready()
+    wait_until(lambda: "idle finish armed: command in 3s" in first.output, what="the arming")
+    first.signal(signal.SIGKILL)  # before the idle finish is due: the deadline is on disk
+    first.wait()
+    assert not marker.exists()
+    time.sleep(4)  # the deadline passes while no daemon runs
+    second: DaemonProc = make_daemon(config=config).start()
+    second.wait_ready()
+    wait_until(marker.exists, what="the idle finish's command")
+    assert "applying the idle finish (command)" in second.output
+    record = json.loads((second.state / "jobs/short/record.json").read_text())
+    assert record["finish"]["idle_finish"]["action"] == "command"

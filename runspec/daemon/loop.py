@@ -325,6 +325,7 @@ class Daemon:
                 self.store.transition(
                     record, RunStatus.FINISHED, "cancelled while queued", Termination.CANCELLED
                 )
+                self._arm_idle_finish()
                 self.progress(f"{name}: cancelled while queued")
             if record is None or record.status is RunStatus.FINISHED:
                 path.unlink(missing_ok=True)
@@ -370,6 +371,7 @@ class Daemon:
             return
         last = max(ended, key=lambda r: r.ended_at or "")
         from runspec.finish import apply_finish
+        from runspec.lifecycle import final_push_verified
 
         spec = replace(self.load_spec(last.name), finish=self.cfg.finish)
         self.progress(f"idle for {human_duration(self.cfg.idle_finish or 0)}: "
@@ -377,7 +379,7 @@ class Daemon:
         result = apply_finish(
             spec,
             last,
-            verified=last.last_push is not None and last.last_push.final,
+            verified=final_push_verified(spec, last),
             dry_run=self.cfg.finish_dry_run,
             clock=self.clock,
             log=self.progress,

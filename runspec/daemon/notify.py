@@ -43,8 +43,14 @@ class Notifier:
             addr = "\0" + addr[1:]  # abstract namespace socket
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+                # Never block the main loop: a reader that stopped reading (a full queue) costs
+                # one dropped message, not a stalled daemon.
+                sock.setblocking(False)
                 sock.connect(addr)
                 sock.sendall(message.encode())
+        except BlockingIOError:
+            log.debug("sd_notify: the notify socket is full; dropped %r", message)
+            return False
         except OSError as exc:
             log.warning("sd_notify failed: %s", exc)
             return False
