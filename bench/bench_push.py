@@ -158,7 +158,7 @@ def unchanged_repush(server: object, work: Path, mb: int) -> None:
     weights = paths.run_dir / "weights"
     weights.mkdir(parents=True)
     make_file(weights / "last.pt", mb)
-    shutil.copy(weights / "last.pt", weights / "best.pt")
+    make_file(weights / "best.pt", mb)  # torch.save names the archive after the file: never equal
     write_epoch_marker(
         paths.control_dir,
         EpochMarker(
