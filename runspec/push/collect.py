@@ -127,8 +127,7 @@ class Stager:
                 except OSError:
                     continue
                 staged = self.index.get(rel)
-                same = staged is not None and staged.source == stat
-                if not (same and verified.get(rel) == staged.entry):  # type: ignore[union-attr]
+                if staged is None or staged.source != stat or verified.get(rel) != staged.entry:
                     total += stat.size
         return total
 

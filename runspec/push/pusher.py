@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runspec.checkpoints import CheckpointFile
 from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.model import Spec
 from runspec.paths import RunPaths
@@ -254,7 +255,7 @@ class Pusher:
         log.warning("%s: %s (retry in %.0f s)", self.spec.name, message, delay)
         self.progress(f"push failed, retrying in {delay:.0f} s: {message}")
 
-    def _warranted(self, complete: list[Any]) -> bool:
+    def _warranted(self, complete: list[CheckpointFile]) -> bool:
         """After an epoch: a better best.pt, a new epoch_N.pt, or a new last.pt when nothing
         was pushed for `every`."""
         verified = self._verified_entries()
