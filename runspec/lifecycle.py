@@ -186,7 +186,8 @@ class Lifecycle:
             return
         self.record.data_yaml = str(data_yaml)
         self.store.save(self.record)
-        if self.spec.preflight.doctor and not self.options.skip_preflight:
+        checks_data = self.spec.preflight.doctor or self.spec.preflight.profile
+        if checks_data and not self.options.skip_preflight:
             from runspec.preflight import run_preflight
 
             report = run_preflight(
