@@ -1,0 +1,417 @@
+"""The local Hub's HTTP side: routes, authentication, fault injection, the endpoints."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import socket
+import tempfile
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.hubrepo import CHUNK, LFS_THRESHOLD, Entry, Repo, Request, blob_id, lfs_entry
+
+if TYPE_CHECKING:
+    from tests.hubserver import HubServer
+
+
+class _Dropped(Exception):
+    pass
+
+
+_REPO_API = re.compile(
+    r"^/api/(?P<type>models|datasets|spaces)/(?P<repo>[^/]+/[^/]+)"
+    r"(?:/(?P<action>revision|preupload|commit|tree|paths-info)/(?P<rev>[^/]+)(?P<rest>/.*)?)?$"
+)
+_LFS_BATCH = re.compile(
+    r"^/(?P<prefix>datasets/|spaces/)?(?P<repo>[^/]+/[^/]+)\.git/info/lfs/objects/batch$"
+)
+_RESOLVE = re.compile(
+    r"^/(?P<prefix>datasets/|spaces/)?(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<path>.+)$"
+)
+_LFS_PUT = re.compile(r"^/_lfs_upload/(?P<oid>[0-9a-f]{64})$")
+
+
+class Handler(BaseHTTPRequestHandler):
+    hub: HubServer
+    protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        with self.hub._lock:
+            self.hub._conns.add(self.connection)
+
+    def finish(self) -> None:
+        with self.hub._lock:
+            self.hub._conns.discard(self.connection)
+        with contextlib.suppress(OSError):
+            super().finish()
+
+    def log_message(self, format: str, *args: object) -> None:  # quiet: tests read `hub.log`
+        pass
+
+    # --- plumbing ---------------------------------------------------------------------------
+    def _route(self, method: str) -> None:
+        hub = self.hub
+        url = urlsplit(self.path)
+        path = unquote(url.path)
+        self._query = parse_qs(url.query)
+        op, handler = self._dispatch(method, path)
+        self._op = op
+        self._bytes_in = 0
+        self._status = 0
+        try:
+            if hub._down:
+                raise _Dropped
+            if op not in ("agent", "lfs_put") and not self._authorised():
+                self._drain()
+                self._json(401, {"error": "Invalid credentials in Authorization header"})
+                return
+            fault = hub._take_fault(op)
+            if fault == "drop":
+                self._drain(partial=True)
+                raise _Dropped
+            if fault == "500":
+                self._drain()
+                self._json(500, {"error": "injected fault"})
+                return
+            if fault == "echo":
+                self._drain()
+                auth = self.headers.get("Authorization", "")
+                self._json(
+                    400,
+                    {"error": f"rejected request with {auth}"},
+                    {"X-Error-Message": f"bad {auth}"},
+                )
+                return
+            handler()
+        except _Dropped:
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+        finally:
+            with hub._lock:
+                hub.log.append(Request(method, path, op, self._status, self._bytes_in))
+
+    def _dispatch(self, method: str, path: str) -> tuple[str, Callable[[], None]]:
+        if path == "/api/agent-harnesses":
+            return "agent", lambda: self._json(404, {"error": "not found"})
+        if method == "POST" and path == "/api/repos/create":
+            return "create_repo", self._create_repo
+        if m := _LFS_PUT.match(path):
+            return "lfs_put", lambda: self._lfs_put(m["oid"])
+        if method == "POST" and (m := _LFS_BATCH.match(path)):
+            return "lfs_batch", lambda: self._lfs_batch(_type_of(m["prefix"]), m["repo"])
+        if method in ("GET", "HEAD") and (m := _RESOLVE.match(path)):
+            return "resolve", lambda: self._resolve(
+                _type_of(m["prefix"]), m["repo"], m["rev"], m["path"], method == "HEAD"
+            )
+        if m := _REPO_API.match(path):
+            rtype, repo, action = m["type"][:-1], m["repo"], m["action"]
+            rev, rest = m["rev"] or "main", (m["rest"] or "").lstrip("/")
+            if action in (None, "revision") and method == "GET":
+                return "repo_info", lambda: self._repo_info(rtype, repo, rev)
+            if action == "preupload" and method == "POST":
+                return "preupload", lambda: self._preupload(rtype, repo, rev)
+            if action == "commit" and method == "POST":
+                return "commit", lambda: self._commit(rtype, repo, rev)
+            if action == "tree" and method == "GET":
+                return "tree", lambda: self._tree(rtype, repo, rev, rest)
+            if action == "paths-info" and method == "POST":
+                return "paths_info", lambda: self._paths_info(rtype, repo, rev)
+
+        def unknown() -> None:
+            self._drain()
+            self._json(404, {"error": f"no route for {method} {path}"})
+
+        return "unknown", unknown
+
+    def _authorised(self) -> bool:
+        return self.headers.get("Authorization", "") == f"Bearer {self.hub.token}"
+
+    def _length(self) -> int:
+        return int(self.headers.get("Content-Length") or 0)
+
+    def _body(self) -> bytes:
+        data = self.rfile.read(self._length())
+        self._bytes_in += len(data)
+        return data
+
+    def _drain(self, partial: bool = False) -> None:
+        left = self._length()
+        if partial:  # read some of it, as a connection cut mid-upload would
+            left = min(left, 64 * 1024)
+        while left > 0:
+            chunk = self.rfile.read(min(CHUNK, left))
+            if not chunk:
+                break
+            left -= len(chunk)
+            self._bytes_in += len(chunk)
+
+    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        self._status = status
+        self.send_response(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        if "Content-Length" not in (headers or {}):
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _json(self, status: int, data: object, headers: dict[str, str] | None = None) -> None:
+        body = json.dumps(data).encode()
+        self._send(status, body, {"Content-Type": "application/json", **(headers or {})})
+
+    def _not_found(self, code: str, message: str) -> None:
+        self._json(404, {"error": message}, {"X-Error-Code": code, "X-Error-Message": message})
+
+    def _repo(self, rtype: str, repo_id: str) -> Repo | None:
+        repo = self.hub.repos.get((rtype, repo_id))
+        if repo is None:
+            self._not_found("RepoNotFound", "Repository not found")
+        return repo
+
+    def _revision(self, repo: Repo, rev: str) -> tuple[str, dict[str, Entry]] | None:
+        found = repo.at(unquote(rev))
+        if found is None:
+            self._not_found("RevisionNotFound", f"Invalid rev id: {rev}")
+        return found
+
+    def do_GET(self) -> None:
+        self._route("GET")
+
+    def do_HEAD(self) -> None:
+        self._route("HEAD")
+
+    def do_POST(self) -> None:
+        self._route("POST")
+
+    def do_PUT(self) -> None:
+        self._route("PUT")
+
+    # --- endpoints ----------------------------------------------------------------------------
+    def _create_repo(self) -> None:
+        req = json.loads(self._body() or b"{}")
+        name = f"{req.get('organization') or 'user'}/{req['name']}"
+        rtype = req.get("type") or "model"
+        prefix = "" if rtype == "model" else f"{rtype}s/"
+        with self.hub._lock:
+            if (rtype, name) in self.hub.repos:
+                self._json(409, {"error": "You already created this repo", "url": ""})
+                return
+            private = bool(req.get("private")) or req.get("visibility") == "private"
+            self.hub.repos[(rtype, name)] = Repo(name, rtype, private=private)
+        self._json(200, {"url": f"{self.hub.url}/{prefix}{name}", "name": name})
+
+    def _repo_info(self, rtype: str, repo_id: str, rev: str) -> None:
+        if (repo := self._repo(rtype, repo_id)) is None:
+            return
+        if (found := self._revision(repo, rev)) is None:
+            return
+        sha, files = found
+        self._json(
+            200,
+            {
+                "id": repo_id,
+                "sha": sha,
+                "private": repo.private,
+                "siblings": [{"rfilename": p} for p in sorted(files)],
+                "lastModified": "2026-01-01T00:00:00.000Z",
+            },
+        )
+
+    def _preupload(self, rtype: str, repo_id: str, rev: str) -> None:
+        req = json.loads(self._body())
+        if (repo := self._repo(rtype, repo_id)) is None:
+            return
+        out = []
+        for f in req["files"]:
+            sample = base64.b64decode(f["sample"])
+            lfs = f["size"] > LFS_THRESHOLD or b"\0" in sample
+            item: dict[str, object] = {
+                "path": f["path"],
+                "uploadMode": "lfs" if lfs else "regular",
+                "shouldIgnore": False,
+            }
+            if (old := repo.head.get(f["path"])) is not None:
+                item["oid"] = old.sha256 if old.sha256 is not None else old.oid
+            out.append(item)
+        self._json(200, {"files": out, "commitOid": repo.sha})
+
+    def _lfs_batch(self, rtype: str, repo_id: str) -> None:
+        req = json.loads(self._body())
+        if (self._repo(rtype, repo_id)) is None:
+            return
+        objects = []
+        for obj in req["objects"]:
+            oid, size = obj["oid"], obj["size"]
+            item: dict[str, object] = {"oid": oid, "size": size}
+            if not self.hub.lfs_path(oid).exists():
+                item["actions"] = {
+                    "upload": {"href": f"{self.hub.url}/_lfs_upload/{oid}", "header": {}}
+                }
+            objects.append(item)
+        self._json(
+            200,
+            {"transfer": "basic", "objects": objects},
+            {"Content-Type": "application/vnd.git-lfs+json"},
+        )
+
+    def _lfs_put(self, oid: str) -> None:
+        left = self._length()
+        digest = hashlib.sha256()
+        fd, tmp = tempfile.mkstemp(dir=self.hub.storage / "tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                while left > 0:
+                    chunk = self.rfile.read(min(CHUNK, left))
+                    if not chunk:
+                        break
+                    left -= len(chunk)
+                    self._bytes_in += len(chunk)
+                    digest.update(chunk)
+                    fh.write(chunk)
+                with self.hub._lock:
+                    self.hub.lfs_bytes_received += self._bytes_in
+            if left > 0 or digest.hexdigest() != oid:
+                self._json(400, {"error": "sha256 does not match the uploaded content"})
+                return
+            os.replace(tmp, self.hub.lfs_path(oid))
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+        self._send(200, b"")
+
+    def _commit(self, rtype: str, repo_id: str, rev: str) -> None:
+        lines = [json.loads(line) for line in self._body().splitlines() if line.strip()]
+        if (repo := self._repo(rtype, repo_id)) is None:
+            return
+        summary = ""
+        adds: dict[str, Entry] = {}
+        deletes: set[str] = set()
+        for line in lines:
+            key, value = line["key"], line["value"]
+            if key == "header":
+                summary = value.get("summary", "")
+            elif key == "file":
+                data = base64.b64decode(value["content"])
+                adds[value["path"]] = Entry(value["path"], len(data), blob_id(data), data=data)
+            elif key == "lfsFile":
+                if not self.hub.lfs_path(value["oid"]).exists():
+                    self._json(422, {"error": f"LFS object {value['oid']} was never uploaded"})
+                    return
+                adds[value["path"]] = lfs_entry(value["path"], value["oid"], value["size"])
+            elif key == "deletedFile":
+                deletes.add(value["path"])
+            elif key == "deletedFolder":
+                folder = value["path"].rstrip("/") + "/"
+                deletes.update(p for p in repo.head if p.startswith(folder))
+        with self.hub._lock:
+            oid = self.hub._commit(repo, adds, deletes, summary)
+        prefix = "" if rtype == "model" else f"{rtype}s/"
+        self._json(
+            200,
+            {
+                "commitUrl": f"{self.hub.url}/{prefix}{repo_id}/commit/{oid}",
+                "commitOid": oid,
+                "success": True,
+            },
+        )
+
+    def _tree(self, rtype: str, repo_id: str, rev: str, under: str) -> None:
+        if (repo := self._repo(rtype, repo_id)) is None:
+            return
+        if (found := self._revision(repo, rev)) is None:
+            return
+        recursive = self._query.get("recursive", ["false"])[0].lower() in ("true", "1")
+        self._json(200, list(_tree_entries(found[1], under, recursive)))
+
+    def _paths_info(self, rtype: str, repo_id: str, rev: str) -> None:
+        form = parse_qs(self._body().decode())
+        if (repo := self._repo(rtype, repo_id)) is None:
+            return
+        if (found := self._revision(repo, rev)) is None:
+            return
+        out = []
+        for path in form.get("paths", []):
+            entry = found[1].get(path)
+            if entry is None:
+                continue
+            data = entry.to_json()
+            if self.hub._lie_all or path in self.hub._lies:
+                data["oid"] = "f" * 40
+                if "lfs" in data:
+                    data["lfs"] = {**data["lfs"], "oid": "0" * 64}  # type: ignore[dict-item]
+            out.append(data)
+        self._json(200, out)
+
+    def _resolve(self, rtype: str, repo_id: str, rev: str, path: str, head: bool) -> None:
+        if (repo := self._repo(rtype, repo_id)) is None:
+            return
+        if (found := self._revision(repo, rev)) is None:
+            return
+        sha, files = found
+        entry = files.get(path)
+        if entry is None:
+            self._not_found("EntryNotFound", f"{path} does not exist at {rev}")
+            return
+        etag = entry.sha256 or entry.oid
+        headers = {
+            "X-Repo-Commit": sha,
+            "ETag": f'"{etag}"',
+            "Content-Type": "application/octet-stream",
+            "Accept-Ranges": "bytes",
+        }
+        start = 0
+        if (rng := re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range", ""))) is not None:
+            start = min(int(rng[1]), entry.size)
+        status = 206 if start else 200
+        if start:
+            headers["Content-Range"] = f"bytes {start}-{entry.size - 1}/{entry.size}"
+        headers["Content-Length"] = str(entry.size - start)
+        if entry.data is not None:
+            self._send(status, entry.data[start:], headers)
+            return
+        self._status = status
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        if head:
+            return
+        assert entry.sha256 is not None
+        with self.hub.lfs_path(entry.sha256).open("rb") as fh:
+            fh.seek(start)
+            shutil.copyfileobj(fh, self.wfile, CHUNK)
+
+
+def _type_of(prefix: str | None) -> str:
+    return (prefix or "models/").rstrip("/")[:-1]
+
+
+def _tree_entries(
+    files: dict[str, Entry], under: str, recursive: bool
+) -> Iterator[dict[str, object]]:
+    base = under.strip("/")
+    prefix = f"{base}/" if base else ""
+    folders: set[str] = set()
+    for path in sorted(files):
+        if not path.startswith(prefix):
+            continue
+        rest = path[len(prefix) :]
+        parts = rest.split("/")
+        for i in range(1, len(parts)):
+            folder = prefix + "/".join(parts[:i])
+            if (recursive or i == 1) and folder not in folders:
+                folders.add(folder)
+                yield {"type": "directory", "path": folder, "oid": "0" * 40, "size": 0}
+        if recursive or len(parts) == 1:
+            yield files[path].to_json()
