@@ -1,0 +1,97 @@
+"""Whole runs through a real daemon process: real LibreYOLO training on a tiny synthetic
+dataset, pushes to a folder, first come first served, and re-attachment after a SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures_daemon import DaemonProc, drop, wait_until
+
+pytestmark = pytest.mark.training
+
+TRAIN_BOUND = 400.0
+
+
+def tiny(name: str, epochs: int) -> str:
+    return (
+        f"runspec: 1\nname: {name}\n"
+        "dataset:\n  synthetic: {train: 8, val: 4, imgsz: 64, classes: 3, seed: 0}\n"
+        f"train:\n  model: yolo9-t\n  epochs: {epochs}\n  batch: 4\n  imgsz: 32\n"
+        "  device: cpu\n  save_period: 1\n"
+        "  args: {pretrained: false, workers: 0, eval_interval: 1, patience: 0, amp: false}\n"
+        "push:\n  dir: pushed\n  every: 1m\n"
+        "budget:\n  wall_clock: 30m\n"
+        "preflight: {matmul: false, collective: false, doctor: false}\n"
+        "finish:\n  action: none\n"
+        # One OpenMP thread: the test machine's two cores are shared.
+        "env: {OMP_NUM_THREADS: 1}\n"
+    )
+
+
+def _record(state: Path, name: str) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads((state / "jobs" / name / "record.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+    return data
+
+
+def _finished(state: Path, name: str) -> bool:
+    return _record(state, name).get("status") == "finished"
+
+
+@pytest.mark.timeout(1200)
+def test_two_specs_run_one_after_the_other(make_daemon) -> None:  # type: ignore[no-untyped-def]
+    daemon: DaemonProc = make_daemon()
+    drop(daemon.inbox, "one.yaml", tiny("one", 2))
+    drop(daemon.inbox, "two.yaml", tiny("two", 2))
+    daemon.start("--once")
+    assert daemon.wait(timeout=2 * TRAIN_BOUND) == 0, daemon.output
+    one, two = _record(daemon.state, "one"), _record(daemon.state, "two")
+    assert one["termination"] == two["termination"] == "completed", daemon.output
+    # First come first served, one at a time: two left the queue after one ended.
+    assert one["ended_at"] <= two["started_at"]
+    for name, record in (("one", one), ("two", two)):
+        assert record["last_push"]["final"] is True
+        assert (daemon.state / "pushed" / name / "weights" / "last.pt").is_file()
+    assert "summary one: completed" in daemon.output
+    assert "summary two: completed" in daemon.output
+
+
+@pytest.mark.timeout(1200)
+def test_sigkill_mid_training_the_trainer_survives_and_the_run_completes(make_daemon) -> None:  # type: ignore[no-untyped-def]
+    first: DaemonProc = make_daemon()
+    first.start()
+    first.wait_ready()
+    drop(first.inbox, "survivor.yaml", tiny("survivor", 6))
+    wait_until(
+        lambda: _record(first.state, "survivor").get("epoch", 0) >= 1,
+        timeout=TRAIN_BOUND,
+        what="the first epoch",
+    )
+    # systemd's status line says what runs: `training survivor epoch 1/6, 29m..s left, ...`.
+    status = first.notify.wait_for("STATUS=training survivor epoch ")
+    assert "/6, " in status and " left" in status
+    trainer = json.loads((first.state / "jobs" / "survivor" / "trainer.json").read_text())
+    pid = int(trainer["identity"]["pid"])
+    first.signal(signal.SIGKILL)
+    first.wait()
+    os.kill(pid, 0)  # the trainer outlived the daemon (raises if it is gone)
+    epoch_at_kill = _record(first.state, "survivor")["epoch"]
+
+    second: DaemonProc = make_daemon()
+    second.start("--once")
+    assert second.wait(timeout=TRAIN_BOUND) == 0, second.output
+    assert f"re-attached to the running trainer (pid {pid}" in second.output
+    record = _record(second.state, "survivor")
+    assert record["termination"] == "completed"
+    assert record["epoch"] == 6 >= epoch_at_kill
+    assert record["restarts_used"] == 0  # re-attached, not restarted
+    assert record["last_push"]["final"] is True and record["last_push"]["epoch"] == 6
+    assert (second.state / "pushed" / "survivor" / "weights" / "last.pt").is_file()
