@@ -14,6 +14,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
@@ -46,6 +47,9 @@ class LifecycleOptions:
     first_epoch_hang: float = 3600.0
     push_min_interval: float = 60.0  # the Hub limits commit rates
     skip_preflight: bool = False
+    # The daemon's EnvironmentFile: a trainer started as its own systemd unit reads the same
+    # secrets (HF_TOKEN) from it, never from its command line.
+    environment_file: Path | None = Path("/etc/runspec/env")
 
 
 class Lifecycle:

@@ -71,7 +71,13 @@ class Supervisor:
             self.spec, self.paths, Path(self.record.data_yaml), resume_from=resume_from
         )
         control.write_deadline(self.paths.control_dir, self.planner.stop_at())
-        handle = start(job, self.paths)
+        env_file = self.lc.options.environment_file
+        handle = start(
+            job,
+            self.paths,
+            environment_file=env_file if env_file is not None and env_file.is_file() else None,
+            clock=self.clock,
+        )
         self.record.run_dir = str(self.paths.run_dir)
         self.lc.store.save(self.record)
         what = f"resuming from {resume_from.name}" if resume_from else "training"
