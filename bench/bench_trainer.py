@@ -3,6 +3,8 @@
 The same tiny run (yolo9-t from scratch on the synthetic set, CPU) through runspec's launcher
 and trainer, and through `libreyolo train`, in alternating pairs. Prints each pair, the median
 wall-time ratio (goal: at most 1.05) and each side's peak RSS (the whole process tree, sampled).
+Each pair also times the whole `runspec run` (preflight child, staging, trainer, no push): its
+ratio shows what the preflight's own torch import adds to a tiny run.
 
     .venv/bin/python bench/bench_trainer.py --pairs 5 --epochs 3
 """
@@ -91,6 +93,34 @@ def run_runspec(work: Path, data_yaml: Path, epochs: int, tag: str) -> tuple[flo
     return wall, peak
 
 
+def run_full(work: Path, data_yaml: Path, epochs: int, tag: str) -> tuple[float, int]:
+    spec_file = work / f"full-{tag}.yaml"
+    spec_file.write_text(
+        f"""runspec: 1
+name: full-{tag}
+dataset: {{path: {data_yaml}}}
+train:
+  model: yolo9-t
+  epochs: {epochs}
+  batch: 4
+  imgsz: 32
+  device: cpu
+  save_period: 1
+  args: {{pretrained: false, workers: 0, eval_interval: 1, patience: 0, amp: false}}
+budget: {{wall_clock: 1h}}
+preflight: {{doctor: false}}
+"""
+    )
+    argv = [sys.executable, "-m", "runspec", "run", str(spec_file), "--state", str(work / "full")]
+    t0 = time.monotonic()
+    with open(work / f"full-{tag}.log", "wb") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        _, peak = _watch(proc.pid, lambda: proc.poll() is not None)
+    wall = time.monotonic() - t0
+    assert proc.returncode == 0, f"runspec run failed: see {work / f'full-{tag}.log'}"
+    return wall, peak
+
+
 def run_cli(work: Path, data_yaml: Path, epochs: int, tag: str) -> tuple[float, int]:
     exe = Path(sys.executable).with_name("libreyolo")
     argv = [
@@ -132,6 +162,7 @@ def main() -> int:
     peaks_rs: list[int] = []
     peaks_cli: list[int] = []
     cpu_ratios: list[float] = []
+    full_ratios: list[float] = []
     for i in range(args.pairs):
         # Alternate who goes first, so a warming disk cache favours neither.
         order = ("runspec", "cli") if i % 2 == 0 else ("cli", "runspec")
@@ -143,6 +174,12 @@ def main() -> int:
             got[side] = runner(work, data_yaml, args.epochs, str(i))
             cpu[side] = _children_cpu() - before
         (rs_wall, rs_peak), (cli_wall, cli_peak) = got["runspec"], got["cli"]
+        full_wall, full_peak = run_full(work, data_yaml, args.epochs, str(i))
+        full_ratios.append(full_wall / cli_wall)
+        print(
+            f"pair {i + 1}: runspec run (whole lifecycle) {full_wall:6.2f}s "
+            f"{full_peak / 2**20:7.0f} MiB"
+        )
         ratios.append(rs_wall / cli_wall)
         cpu_ratios.append(cpu["runspec"] / cpu["cli"])
         peaks_rs.append(rs_peak)
@@ -157,6 +194,10 @@ def main() -> int:
         f"(goal <= 1.05) over {args.pairs} pairs of {args.epochs} epochs"
     )
     print(f"median CPU-time ratio runspec/libreyolo: {statistics.median(cpu_ratios):.3f}")
+    print(
+        "median wall-time ratio `runspec run`/libreyolo (preflight included): "
+        f"{statistics.median(full_ratios):.3f}"
+    )
     print(
         f"peak RSS (process tree), max over pairs: runspec {max(peaks_rs) / 2**20:.0f} MiB, "
         f"libreyolo train {max(peaks_cli) / 2**20:.0f} MiB"
