@@ -16,7 +16,7 @@ def files_holding(root: Path, secret: bytes) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_file() and secret in p.read_bytes()]
 
 
-def test_token_appears_nowhere(  # noqa: PLR0917 -- pytest passes fixtures positionally
+def test_token_appears_nowhere(
     hub_server: HubServer,
     hub_token: str,
     make_run: MakeRun,
