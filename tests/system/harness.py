@@ -63,7 +63,10 @@ class Container:
         ]  # fmt: skip
         args += [f"--bind-ro={p}" for p in self.ro_binds]
         args += [f"--bind={src}:{dst}" for src, dst in self.binds]
-        args += ["systemd.mask=systemd-firstboot.service", "systemd.mask=systemd-networkd.service"]
+        # With an empty /etc, first boot enables whatever the host's presets say: keep the
+        # container to the units under test (it shares the host's network).
+        masked = ("systemd-firstboot", "systemd-networkd", "postgresql", "cron", "ssh")
+        args += [f"systemd.mask={unit}.service" for unit in masked]
         # nspawn with --keep-unit makes its sub-cgroups where it stands: in our own cgroup.
         procs = " ; ".join(f"echo $$ > {cg}/cgroup.procs" for cg in self._cgroups if cg.is_dir())
         with self.console.open("wb") as out:
