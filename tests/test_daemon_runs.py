@@ -94,4 +94,5 @@ def test_sigkill_mid_training_the_trainer_survives_and_the_run_completes(make_da
     assert record["epoch"] == 6 >= epoch_at_kill
     assert record["restarts_used"] == 0  # re-attached, not restarted
     assert record["last_push"]["final"] is True and record["last_push"]["epoch"] == 6
-    assert (second.state / "pushed" / "survivor" / "weights" / "last.pt").is_file()
+    pushed = second.state / "pushed" / "survivor" / "weights" / "last.pt"
+    assert pushed.read_bytes() == (second.state / "runs/survivor/weights/last.pt").read_bytes()

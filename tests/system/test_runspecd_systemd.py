@@ -102,7 +102,8 @@ def test_a_run_trains_pushes_and_its_finish_powers_the_container_off(
     assert data["epoch"] == 6
     assert data["restarts_used"] == 0  # never relaunched: the same trainer did every epoch
     assert data["last_push"]["final"] is True
-    assert (state / "pushed/sysrun/weights/last.pt").exists()
+    pushed = state / "pushed/sysrun/weights/last.pt"
+    assert pushed.read_bytes() == (state / "runs/sysrun/weights/last.pt").read_bytes()
     journal = c.journal_text()
     verified = journal.find("pushed epoch 6 (final)")
     finish = journal.find("sysrun: finish: run ['/bin/sh'")
