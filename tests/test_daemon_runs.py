@@ -26,7 +26,7 @@ def tiny(name: str, epochs: int) -> str:
         "  device: cpu\n  save_period: 1\n"
         "  args: {pretrained: false, workers: 0, eval_interval: 1, patience: 0, amp: false}\n"
         "push:\n  dir: pushed\n  every: 1m\n"
-        "budget:\n  wall_clock: 30m\n"
+        "budget:\n  wall_clock: 30m\n  hourly_cost: 3.4828\n"
         "preflight: {matmul: false, collective: false, doctor: false}\n"
         "finish:\n  action: none\n"
         # One OpenMP thread: the test machine's two cores are shared.
@@ -60,7 +60,9 @@ def test_two_specs_run_one_after_the_other(make_daemon) -> None:  # type: ignore
     for name, record in (("one", one), ("two", two)):
         assert record["last_push"]["final"] is True
         assert (daemon.state / "pushed" / name / "weights" / "last.pt").is_file()
-    assert "summary one: completed" in daemon.output
+    summary = next(line for line in daemon.output.splitlines() if line.startswith("summary one:"))
+    assert summary.startswith("summary one: completed, epoch 2/2, last verified push: epoch 2")
+    assert " billed, $" in summary and "finish: none: machine left running" in summary
     assert "summary two: completed" in daemon.output
 
 

@@ -433,8 +433,14 @@ class Daemon:
                 if push
                 else "nothing pushed"
             )
-            cost = record.cost.get("total_usd") if record.cost else None
-            cost_text = f", cost ${cost:.4f}" if isinstance(cost, int | float) else ""
+            cost_text = ""
+            usd, billed = record.cost.get("usd"), record.cost.get("billed_s")
+            if isinstance(usd, int | float) and isinstance(billed, int | float):
+                idle = record.cost.get("gpu_idle_s") or 0
+                cost_text = (
+                    f", {human_duration(billed)} billed, ${usd:.4f} at the spec's rate, "
+                    f"GPU idle {human_duration(idle)}"
+                )
             finish = record.finish.get("summary") or record.finish.get("action") or "none"
             self.progress(
                 f"summary {record.name}: {ended}, epoch {record.epoch}/{record.total_epochs}, "

@@ -66,7 +66,7 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
     if record.started_at:
         end = parse_utc_iso(record.ended_at) if record.ended_at else now
         elapsed = max(end - parse_utc_iso(record.started_at), 0.0)
-    cost = record.cost.get("total_usd") if record.cost else None
+    cost = record.cost.get("usd") if record.cost else None
     hourly = _hourly_cost(state, record.name)
     if cost is None and elapsed is not None and hourly is not None:
         cost = elapsed / 3600 * hourly
