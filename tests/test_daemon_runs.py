@@ -98,3 +98,37 @@ def test_sigkill_mid_training_the_trainer_survives_and_the_run_completes(make_da
     assert record["last_push"]["final"] is True and record["last_push"]["epoch"] == 6
     pushed = second.state / "pushed" / "survivor" / "weights" / "last.pt"
     assert pushed.read_bytes() == (second.state / "runs/survivor/weights/last.pt").read_bytes()
+
+
+@pytest.mark.timeout(1200)
+def test_a_run_that_ended_while_no_daemon_ran_is_completed_on_restart(make_daemon) -> None:  # type: ignore[no-untyped-def]
+    first: DaemonProc = make_daemon()
+    first.start()
+    first.wait_ready()
+    drop(first.inbox, "orphan.yaml", tiny("orphan", 3))
+    wait_until(
+        lambda: _record(first.state, "orphan").get("epoch", 0) >= 1,
+        timeout=TRAIN_BOUND,
+        what="the first epoch",
+    )
+    trainer = json.loads((first.state / "jobs" / "orphan" / "trainer.json").read_text())
+    pid = int(trainer["identity"]["pid"])
+    first.signal(signal.SIGKILL)
+    first.wait()
+
+    def trainer_gone() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    # The trainer finishes every epoch while no daemon watches it.
+    wait_until(trainer_gone, timeout=TRAIN_BOUND, what="the trainer to finish")
+    second: DaemonProc = make_daemon()
+    second.start("--once")
+    assert second.wait(timeout=TRAIN_BOUND) == 0, second.output
+    record = _record(second.state, "orphan")
+    assert record["termination"] == "completed"
+    assert record["epoch"] == 3  # status must not say 1/3 for a run that trained all 3
+    assert record["last_push"]["final"] is True and record["last_push"]["epoch"] == 3
