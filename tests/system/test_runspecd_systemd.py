@@ -109,3 +109,44 @@ def test_a_run_trains_pushes_and_its_finish_powers_the_container_off(
     finish = journal.find("sysrun: finish: run ['/bin/sh'")
     powered = journal.find("Reached target poweroff.target")
     assert -1 < verified < finish < powered, journal[-3000:]
+
+
+@pytest.mark.training
+def test_system_shutdown_mid_run_pushes_the_newest_checkpoint_first(
+    runspecd_container: Installed,
+) -> None:
+    c = runspecd_container.container
+    state = runspecd_container.state
+    spec = (
+        "runspec: 1\nname: preempted\n"
+        "dataset:\n  synthetic: {train: 8, val: 4, imgsz: 64, classes: 3, seed: 0}\n"
+        "train:\n  model: yolo9-t\n  epochs: 200\n  batch: 4\n  imgsz: 32\n  device: cpu\n"
+        "  save_period: 1\n  args: {pretrained: false, workers: 0, eval_interval: 1}\n"
+        "push:\n  dir: pushed\n  every: 1h\n"
+        "budget:\n  wall_clock: 15m\n"
+        "preflight: {matmul: false, collective: false}\n"
+        "finish:\n  action: none\n"
+    )
+    c.sh("systemctl start runspecd")
+    tmp = runspecd_container.inbox / ".preempted.yaml.tmp"
+    tmp.write_text(spec)
+    os.replace(tmp, runspecd_container.inbox / "preempted.yaml")
+    record = state / "jobs/preempted/record.json"
+
+    def epoch() -> int:
+        try:
+            return int(json.loads(record.read_text()).get("epoch", 0))
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    wait_until(lambda: epoch() >= 2, timeout=300, what="two epochs")
+    c.poweroff_inside()  # the whole system stops: a preemption, say
+    assert c.wait_exit(timeout=600) == 0
+    journal = c.journal_text()
+    stopping = journal.find("the system is stopping; pushing the newest checkpoint")
+    pushed = journal.find("preempted: pushed epoch", stopping)
+    powered = journal.find("Reached target poweroff.target")
+    assert -1 < stopping < pushed < powered, journal[-3000:]
+    data = json.loads(record.read_text())
+    assert data["last_push"] is not None and data["last_push"]["epoch"] >= 2
+    assert (state / "pushed/preempted/weights/last.pt").is_file()
