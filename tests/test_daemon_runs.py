@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -132,3 +134,33 @@ def test_a_run_that_ended_while_no_daemon_ran_is_completed_on_restart(make_daemo
     assert record["termination"] == "completed"
     assert record["epoch"] == 3  # status must not say 1/3 for a run that trained all 3
     assert record["last_push"]["final"] is True and record["last_push"]["epoch"] == 3
+
+
+@pytest.mark.timeout(1200)
+def test_cancel_a_training_run_stops_at_the_boundary_and_pushes(make_daemon) -> None:  # type: ignore[no-untyped-def]
+    daemon: DaemonProc = make_daemon()
+    daemon.start()
+    daemon.wait_ready()
+    drop(daemon.inbox, "long.yaml", tiny("long", 50))
+    wait_until(
+        lambda: _record(daemon.state, "long").get("epoch", 0) >= 1,
+        timeout=TRAIN_BOUND,
+        what="the first epoch",
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "runspec", "cancel", "long", "--state", str(daemon.state)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "stops long at the next epoch boundary" in out.stdout
+    wait_until(lambda: _finished(daemon.state, "long"), timeout=TRAIN_BOUND, what="the end")
+    record = _record(daemon.state, "long")
+    assert record["termination"] == "cancelled"
+    assert record["epoch"] < 50
+    assert record["last_push"]["final"] is True
+    assert record["last_push"]["epoch"] == record["epoch"]
+    assert record["finish"] == {}  # a cancel never applies the finish
+    assert "long: cancel requested; stopping at the next epoch boundary" in daemon.output
