@@ -95,6 +95,10 @@ class Supervisor:
         marker = control.read_epoch_marker(self.paths.control_dir)
         if marker is not None:
             self.last_epoch, self.last_marker_time = marker.epoch, marker.time
+            # Epochs may have ended while nobody watched (a daemon restart): count them.
+            self.record.epoch = marker.epoch
+            self.record.total_epochs = marker.total_epochs
+            self.lc.store.save(self.record)
 
     def _watch(self, handle: TrainerHandle) -> bool:
         """Watch until the trainer exits (False) or we are told to detach (True)."""
