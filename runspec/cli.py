@@ -67,6 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # APScheduler logs every job run at INFO: noise in a journal that people read.
+    logging.getLogger("apscheduler").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     try:
         code: int = args._run(args)
     except RunspecError as exc:

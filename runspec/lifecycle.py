@@ -95,7 +95,9 @@ class Lifecycle:
 
     def say(self, line: str) -> None:
         """Tell the person watching, and keep it in the run's own log (pushed with it)."""
-        log.info("%s: %s", self.spec.name, line)
+        # Progress is the channel people read (stdout, the journal); the log keeps it at debug
+        # level so the daemon's journal does not show every line twice.
+        log.debug("%s: %s", self.spec.name, line)
         self.options.progress(line)
         try:
             self.paths.job_dir.mkdir(parents=True, exist_ok=True)
