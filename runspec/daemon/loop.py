@@ -8,8 +8,8 @@ network (pushes run in the lifecycle's own threads).
 from __future__ import annotations
 
 import logging
+import queue
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -25,7 +25,8 @@ from runspec.daemon.config import DaemonConfig, load_config
 from runspec.daemon.inbox import Inbox, Outcome
 from runspec.daemon.lock import StateLock
 from runspec.daemon.notify import Notifier
-from runspec.daemon.statusline import describe
+from runspec.daemon.statusline import describe, summary
+from runspec.daemon.worker import Worker, system_stopping
 from runspec.model import Spec
 from runspec.paths import RunPaths, resolve_under
 from runspec.state import RecordStore, RunRecord, RunStatus, Termination
@@ -35,44 +36,6 @@ log = logging.getLogger("runspec.daemon")
 TICK = 0.5
 REFRESH_EVERY = 10.0  # re-read the queue from disk this often even when nothing happened
 DETACH_WAIT = 30.0  # the longest wait for the worker to save state after detach
-
-
-def system_stopping(timeout: float = 5.0) -> bool:
-    """True when systemd says the whole system is going down (a preemption, a poweroff)."""
-    try:
-        out = subprocess.run(
-            ["systemctl", "is-system-running"],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.stdout.strip() == "stopping"
-
-
-class Worker:
-    """One run's lifecycle in a thread."""
-
-    def __init__(self, lifecycle: Any, target: Callable[[], object] | None = None) -> None:
-        self.lifecycle = lifecycle
-        self.target = target or lifecycle.run
-        self.name: str = lifecycle.spec.name
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name=f"run-{self.name}", daemon=True)
-
-    def _run(self) -> None:
-        try:
-            self.target()
-        except BaseException as exc:  # the daemon outlives any one run's bug
-            log.exception("run %s: the lifecycle failed", self.name)
-            self.error = exc
-
-    @property
-    def record(self) -> RunRecord:
-        record: RunRecord = self.lifecycle.record
-        return record
 
 
 class Daemon:
@@ -110,6 +73,7 @@ class Daemon:
         self._queue_dirty = True
         self._last_refresh = 0.0
         self._queued_count = 0
+        self._idle_thread: threading.Thread | None = None
 
     # -- flags (signal handlers only set these) ------------------------------------------
     def _on_term(self, signum: int, frame: FrameType | None) -> None:
@@ -165,14 +129,12 @@ class Daemon:
 
     # -- one pass of the loop -----------------------------------------------------------
     def step(self) -> None:
-        timeout = TICK
-        wait = self.inbox.next_check_in()
-        if wait is not None:
-            timeout = min(timeout, wait)
+        waits = [TICK, self.inbox.next_check_in(), self.notifier.watchdog_interval]
+        timeout = min(w for w in waits if w is not None)
         try:
             kind, name = self.inbox.events.get(timeout=timeout)
             self.inbox.note(kind, name)
-        except Exception:  # queue.Empty: nothing happened within the tick
+        except queue.Empty:  # nothing happened within the tick
             pass
         if self._hup:
             self._hup = False
@@ -193,13 +155,13 @@ class Daemon:
                 self._start_next()
         if jobs.IDLE_FINISH_DUE.is_set():
             jobs.IDLE_FINISH_DUE.clear()
-            self._idle_finish()
+            self._start_idle_finish()
         self._ping()
 
     def _ping(self) -> None:
         interval = self.notifier.watchdog_interval
         now = self.clock.monotonic()
-        if interval is not None and now - self._last_ping >= min(interval, TICK * 2):
+        if interval is not None and now - self._last_ping >= interval:
             self.notifier.watchdog()
             self._last_ping = now
         self.notifier.status(self.status_text())
@@ -265,9 +227,8 @@ class Daemon:
 
     def _run_progress(self, name: str) -> Callable[[str], None]:
         def progress(line: str) -> None:
-            # The lifecycle logs each line itself; printing it too only helps a terminal.
-            if self.once:
-                self.progress(f"{name}: {line}")
+            # The lifecycle's progress is what people read: stdout, so the journal under systemd.
+            self.progress(f"{name}: {line}")
 
         return progress
 
@@ -363,6 +324,20 @@ class Daemon:
         log.info("idle finish armed: %s in %s", self.cfg.finish.action.value,
                  human_duration(self.cfg.idle_finish))  # fmt: skip
 
+    def _start_idle_finish(self) -> None:
+        # A finish may call a provider's API: never on the main loop, which must keep pinging.
+        if self._idle_thread is not None and self._idle_thread.is_alive():
+            return
+        self._idle_thread = threading.Thread(target=self._idle_finish_logged, name="idle-finish")
+        self._idle_thread.daemon = True
+        self._idle_thread.start()
+
+    def _idle_finish_logged(self) -> None:
+        try:
+            self._idle_finish()
+        except Exception:  # the daemon outlives a failed idle finish; the log says why
+            log.exception("the idle finish failed")
+
     def _idle_finish(self) -> None:
         if self.worker is not None or runqueue.queued(self.store) or self.inbox.pending:
             return  # something arrived meanwhile; the next run's end re-arms it
@@ -425,27 +400,7 @@ class Daemon:
         if not self.ended and not self.broken:
             self.progress("nothing to do: the queue is empty")
         for record in self.ended:
-            ended = record.termination.value if record.termination else "ended"
-            push = record.last_push
-            pushed = (
-                f"last verified push: epoch {push.epoch}, {len(push.files)} files"
-                f"{' (final)' if push.final else ''}"
-                if push
-                else "nothing pushed"
-            )
-            cost_text = ""
-            usd, billed = record.cost.get("usd"), record.cost.get("billed_s")
-            if isinstance(usd, int | float) and isinstance(billed, int | float):
-                idle = record.cost.get("gpu_idle_s") or 0
-                cost_text = (
-                    f", {human_duration(billed)} billed, ${usd:.4f} at the spec's rate, "
-                    f"GPU idle {human_duration(idle)}"
-                )
-            finish = record.finish.get("summary") or record.finish.get("action") or "none"
-            self.progress(
-                f"summary {record.name}: {ended}, epoch {record.epoch}/{record.total_epochs}, "
-                f"{pushed}{cost_text}, finish: {finish}"
-            )
+            self.progress(summary(record))
 
 
 def main(config: DaemonConfig, config_path: Path | None, once: bool) -> int:

@@ -1,0 +1,51 @@
+"""One run's lifecycle in a thread, and how the daemon tells a system shutdown from a restart."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from runspec.state import RunRecord
+
+log = logging.getLogger("runspec.daemon")
+
+
+def system_stopping(timeout: float = 5.0) -> bool:
+    """True when systemd says the whole system is going down (a preemption, a poweroff)."""
+    try:
+        out = subprocess.run(
+            ["systemctl", "is-system-running"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.stdout.strip() == "stopping"
+
+
+class Worker:
+    """One run's lifecycle in a thread."""
+
+    def __init__(self, lifecycle: Any, target: Callable[[], object] | None = None) -> None:
+        self.lifecycle = lifecycle
+        self.target = target or lifecycle.run
+        self.name: str = lifecycle.spec.name
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name=f"run-{self.name}", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.target()
+        except BaseException as exc:  # the daemon outlives any one run's bug
+            log.exception("run %s: the lifecycle failed", self.name)
+            self.error = exc
+
+    @property
+    def record(self) -> RunRecord:
+        record: RunRecord = self.lifecycle.record
+        return record
