@@ -33,7 +33,7 @@ from runspec.state import RecordStore, RunRecord, RunStatus, Termination
 
 log = logging.getLogger("runspec.daemon")
 
-TICK = 0.5
+TICK = 1.0  # the longest the loop sleeps: how late a signal flag or a cancel is seen
 REFRESH_EVERY = 10.0  # re-read the queue from disk this often even when nothing happened
 DETACH_WAIT = 30.0  # the longest wait for the worker to save state after detach
 
