@@ -9,6 +9,7 @@ median pick-up < 50 ms).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import statistics
@@ -35,10 +36,8 @@ def run_ns(pid: int) -> int:
     """CPU time of all the process's threads in ns (schedstat: exact, not tick-sampled)."""
     total = 0
     for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # a thread that ended
             total += int((task / "schedstat").read_text().split()[0])
-        except (FileNotFoundError, ProcessLookupError):
-            pass  # a thread that ended meanwhile
     return total
 
 
