@@ -205,7 +205,7 @@ def fire(
 ) -> int:
     """What the timer runs. 0 when nothing was needed or the finish did its part."""
     # Only firing reads a spec: arming stays importable with the lightest dependencies.
-    from runspec.loader import load_spec  # noqa: PLC0415
+    from runspec.loader import load_spec
 
     store = RecordStore(state_dir, clock)
     record = store.load(name)

@@ -1,16 +1,16 @@
 """Where a run's files live. DESIGN.md gives the defaults; the spec and config override them.
 
-    <state>/inbox/               specs waiting (the daemon's watched folder)
-    <state>/runs/<name>/         LibreYOLO's run folder (unless output.project says otherwise)
-    <state>/data/                staged datasets (unless dataset.extract_to says otherwise)
-    <state>/cache/weights/       the trainer's working directory: pretrained downloads persist
-    <state>/jobs/<name>/         runspec's own files for the run:
-        record.json              the RunRecord
-        spec.yaml                the spec as received; provenance.json beside it
-        control/                 requests to the trainer: `stop`, `deadline`
-        trainer.json             the trainer's identity (unit or pid, start time, boot id)
-        staged/                  verified-complete copies of checkpoints, ready to push
-        runspec.log              the lifecycle's log for this run
+<state>/inbox/               specs waiting (the daemon's watched folder)
+<state>/runs/<name>/         LibreYOLO's run folder (unless output.project says otherwise)
+<state>/data/                staged datasets (unless dataset.extract_to says otherwise)
+<state>/cache/weights/       the trainer's working directory: pretrained downloads persist
+<state>/jobs/<name>/         runspec's own files for the run:
+    record.json              the RunRecord
+    spec.yaml                the spec as received; provenance.json beside it
+    control/                 requests to the trainer: `stop`, `deadline`
+    trainer.json             the trainer's identity (unit or pid, start time, boot id)
+    staged/                  verified-complete copies of checkpoints, ready to push
+    runspec.log              the lifecycle's log for this run
 """
 
 from __future__ import annotations

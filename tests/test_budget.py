@@ -161,7 +161,7 @@ def test_stop_at_is_the_point_of_no_return() -> None:
 
 def test_validation_epochs_follow_libreyolos_rule() -> None:
     # Compare with LibreYOLO's own decision (training/trainer.py, 0-based epochs).
-    from libreyolo.training.trainer import BaseTrainer  # noqa: PLC0415 - imports torch: seconds
+    from libreyolo.training.trainer import BaseTrainer
 
     for interval in (0, 1, 3, 10):
         for total in (1, 7, 10, 25):

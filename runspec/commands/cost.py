@@ -1,7 +1,6 @@
 """`runspec cost SPEC`: what the run and the idle machine will cost; stop vs destroy."""
 
 # Imports inside run(): `runspec --help` builds every parser and must stay quick.
-# ruff: noqa: PLC0415
 
 from __future__ import annotations
 

@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def unit_source() -> Path:
-    return Path(__file__).resolve().parent.parent.parent / "systemd" / UNIT_NAME
+    # Package data: a link to systemd/ in a checkout, the file itself in an installed wheel.
+    return Path(__file__).resolve().parent.parent / "data" / UNIT_NAME
 
 
 def unit_text(executable: Path) -> str:
