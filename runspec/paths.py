@@ -1,16 +1,22 @@
 """Where a run's files live. DESIGN.md gives the defaults; the spec and config override them.
+Relative paths in a spec are relative to the state folder.
 
-<state>/inbox/               specs waiting (the daemon's watched folder)
-<state>/runs/<name>/         LibreYOLO's run folder (unless output.project says otherwise)
-<state>/data/                staged datasets (unless dataset.extract_to says otherwise)
-<state>/cache/weights/       the trainer's working directory: pretrained downloads persist
-<state>/jobs/<name>/         runspec's own files for the run:
-    record.json              the RunRecord
-    spec.yaml                the spec as received; provenance.json beside it
-    control/                 requests to the trainer: `stop`, `deadline`
-    trainer.json             the trainer's identity (unit or pid, start time, boot id)
-    staged/                  verified-complete copies of checkpoints, ready to push
-    runspec.log              the lifecycle's log for this run
+    <state>/inbox/               specs waiting (the daemon's watched folder)
+    <state>/claimed/             specs the daemon took from the inbox, until accepted
+    <state>/runs/<name>/         LibreYOLO's run folder (unless output.project says otherwise)
+    <state>/data/                staged datasets (unless dataset.extract_to says otherwise)
+    <state>/cache/weights/       the trainer's working directory: pretrained downloads persist
+    <state>/scheduler.sqlite     the daemon's APScheduler job store; runspecd.lock beside it
+    <state>/jobs/<name>/         runspec's own files for the run:
+        record.json              the RunRecord
+        spec.yaml                the spec as received; provenance.json beside it
+        runspec.log              the lifecycle's log for this run (pushed with it)
+        train_job.json           what the trainer was started with
+        trainer.json             its identity (unit or pid, start time, boot id)
+        control/                 the trainer's side: stop, deadline, epoch.json, result.json
+        staged/                  verified-complete copies of checkpoints, ready to push
+        pushed.json              the manifest of the last verified push
+        failsafe.json            the failsafe timer armed for the run, if any
 """
 
 from __future__ import annotations
