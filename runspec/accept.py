@@ -11,11 +11,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from runspec.atomic import write_json_atomic
 from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.errors import RunspecError
 from runspec.model import Spec
 from runspec.paths import RunPaths
-from runspec.state import RecordStore, RunRecord, RunStatus, write_json_atomic
+from runspec.state import RecordStore, RunRecord, RunStatus
 
 
 class NameTaken(RunspecError):

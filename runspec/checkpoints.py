@@ -18,6 +18,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from runspec.atomic import fsync_dir
 from runspec.control import FileStat, read_epoch_marker
 
 _EPOCH_FILE = re.compile(r"^epoch_(\d+)\.pt$")
@@ -106,14 +107,6 @@ def complete_checkpoints(run_dir: Path, control_dir: Path) -> list[CheckpointFil
     return found
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def stage_copy(run_dir: Path, item: CheckpointFile, staged_dir: Path) -> Path | None:
     """Copy a complete checkpoint to `staged_dir/relpath`, atomically.
 
@@ -136,7 +129,7 @@ def stage_copy(run_dir: Path, item: CheckpointFile, staged_dir: Path) -> Path | 
         if tmp.stat().st_size != item.size or not is_intact(tmp):
             return None
         os.replace(tmp, target)
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
         return target
     except OSError:
         return None

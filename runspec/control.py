@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import enum
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from runspec.atomic import write_text
 
 STOP_FILE = "stop"
 DEADLINE_FILE = "deadline"
@@ -36,21 +36,6 @@ EXIT_FAILED = 1
 EXIT_BAD_JOB = 2
 EXIT_STOPPED = 3
 EXIT_SECOND_SIGNAL = 143  # 128 + SIGTERM: a second signal ends the trainer at once
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Readers (another process, maybe another rank) see the old file or the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _read_json(path: Path) -> Any:
@@ -71,7 +56,7 @@ def request_stop(control_dir: Path, reason: str) -> None:
     """Ask the trainer to stop at the next epoch boundary. The first reason given wins."""
     if (control_dir / STOP_FILE).exists():
         return
-    _write_atomic(control_dir / STOP_FILE, reason.strip() or "stop requested")
+    write_text(control_dir / STOP_FILE, reason.strip() or "stop requested")
 
 
 def stop_requested(control_dir: Path) -> str | None:
@@ -93,7 +78,7 @@ def clear_stop(control_dir: Path) -> None:
 def write_deadline(control_dir: Path, ts: float) -> None:
     """The wall time (epoch seconds) by which the trainer must have stopped."""
     iso = datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")
-    _write_atomic(control_dir / DEADLINE_FILE, json.dumps({"deadline": ts, "utc": iso}) + "\n")
+    write_text(control_dir / DEADLINE_FILE, json.dumps({"deadline": ts, "utc": iso}) + "\n")
 
 
 def read_deadline(control_dir: Path) -> float | None:
@@ -166,7 +151,7 @@ class EpochMarker:
 
 
 def write_epoch_marker(control_dir: Path, marker: EpochMarker) -> None:
-    _write_atomic(control_dir / EPOCH_MARKER_FILE, json.dumps(marker.to_json()) + "\n")
+    write_text(control_dir / EPOCH_MARKER_FILE, json.dumps(marker.to_json()) + "\n")
 
 
 def read_epoch_marker(control_dir: Path) -> EpochMarker | None:
@@ -183,7 +168,7 @@ def mark_stopping(control_dir: Path, reason: str, detail: str = "") -> None:
     """The callback's note that it is ending training on purpose. Under multi-GPU the trainer
     only sees the coordinator's generic failure; this file says it was a stop, and why.
     `reason` is the stop request's text verbatim (or "deadline"); `detail` is for people."""
-    _write_atomic(control_dir / STOPPING_FILE, json.dumps({"reason": reason, "detail": detail}))
+    write_text(control_dir / STOPPING_FILE, json.dumps({"reason": reason, "detail": detail}))
 
 
 def read_stopping(control_dir: Path) -> tuple[str, str] | None:
@@ -250,7 +235,7 @@ class TrainerResult:
 
 
 def write_result(control_dir: Path, result: TrainerResult) -> None:
-    _write_atomic(control_dir / RESULT_FILE, json.dumps(result.to_json()) + "\n")
+    write_text(control_dir / RESULT_FILE, json.dumps(result.to_json()) + "\n")
 
 
 def read_result(control_dir: Path) -> TrainerResult | None:

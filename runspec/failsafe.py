@@ -24,13 +24,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from runspec.atomic import write_json_atomic
 from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
 from runspec.errors import RunspecError
 from runspec.finish import FinishHost, apply_finish
 from runspec.lifecycle import final_push_verified
 from runspec.model import Spec
 from runspec.paths import RunPaths
-from runspec.state import RecordStore, RunRecord, RunStatus, write_json_atomic
+from runspec.state import RecordStore, RunRecord, RunStatus
 
 log = logging.getLogger("runspec.failsafe")
 

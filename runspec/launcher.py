@@ -27,6 +27,7 @@ from typing import Any
 import psutil
 
 from runspec import control
+from runspec.atomic import write_text
 from runspec.clock import SYSTEM, Clock
 from runspec.control import TrainerOutcome, TrainerResult
 from runspec.errors import RunspecError
@@ -110,7 +111,7 @@ class TrainJob:
         return cls(**values)
 
     def write(self, path: Path) -> None:
-        control._write_atomic(path, json.dumps(self.to_json(), indent=2) + "\n")
+        write_text(path, json.dumps(self.to_json(), indent=2) + "\n")
 
     @classmethod
     def read(cls, path: Path) -> TrainJob:
@@ -253,7 +254,7 @@ class TrainerHandle:
             "run_dir": str(self.run_dir),
             "started_at": self.started_at,
         }
-        control._write_atomic(self.trainer_file, json.dumps(data, indent=2) + "\n")
+        write_text(self.trainer_file, json.dumps(data, indent=2) + "\n")
 
     @classmethod
     def load(

@@ -9,13 +9,12 @@ from __future__ import annotations
 import enum
 import json
 import logging
-import os
-import tempfile
 import threading
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from runspec.atomic import write_json_atomic
 from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.errors import RunspecError
 
@@ -115,28 +114,6 @@ class RunRecord:
 
 class TransitionError(RunspecError):
     pass
-
-
-def write_json_atomic(path: Path, data: Any, mode: int = 0o600) -> None:
-    """Write JSON so that readers see the old file or the new one, never a torn one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 class RecordStore:

@@ -7,7 +7,6 @@ so the daemon finds it when the spec itself appears (renamed in, never half-writ
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from runspec.commands import add_format, add_state, print_json, state_dir
@@ -20,18 +19,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_format(parser)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def run(args: argparse.Namespace) -> int:
     import json
 
+    from runspec.atomic import write_bytes
     from runspec.clock import SYSTEM, utc_iso
     from runspec.daemon.inbox import provenance_sidecar
     from runspec.errors import SpecInvalid, UsageError
@@ -60,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
     provenance = describe_submission(args.spec, utc_iso(SYSTEM.time()))
     provenance["sha256"] = spec.sha256
     sidecar = provenance_sidecar(inbox, target.name)
-    _write_atomic(sidecar, json.dumps(provenance, indent=2).encode())
-    _write_atomic(target, data)
+    write_bytes(sidecar, json.dumps(provenance, indent=2).encode())
+    write_bytes(target, data)
     if args.format == "json":
         print_json({"submitted": True, "name": spec.name, "inbox_file": str(target), **provenance})
     else:

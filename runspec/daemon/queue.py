@@ -6,8 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from runspec.atomic import write_json_atomic
 from runspec.clock import Clock, utc_iso
-from runspec.state import RecordStore, RunRecord, RunStatus, write_json_atomic
+from runspec.state import RecordStore, RunRecord, RunStatus
 
 CANCEL_FILE = "cancel.json"
 

@@ -21,6 +21,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from runspec.atomic import write_json_atomic
 from runspec.checkpoints import CheckpointFile, complete_checkpoints, stage_copy
 from runspec.clock import Clock, utc_iso
 from runspec.control import FileStat, read_epoch_marker
@@ -28,7 +29,6 @@ from runspec.model import Spec
 from runspec.paths import RunPaths
 from runspec.push.base import StagedFile
 from runspec.push.manifest import CHUNK, ManifestEntry, digest_file
-from runspec.state import write_json_atomic
 
 INDEX = ".index.json"
 MANIFEST = "runspec/manifest.json"

@@ -15,18 +15,11 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from runspec.atomic import fsync_dir
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
 from runspec.push.manifest import CHUNK, ManifestEntry, digest_file
 
 MANIFEST = "runspec/manifest.json"
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _inside(root: Path, relpath: str) -> Path:
@@ -67,7 +60,7 @@ class DirTarget(PushTarget):
             os.replace(tmp, target)
         finally:
             Path(tmp).unlink(missing_ok=True)
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
 
     def verify(
         self, commit: str | None, expected: Sequence[ManifestEntry], uploaded: Sequence[StagedFile]

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from runspec.state import write_json_atomic
+from runspec.atomic import write_json_atomic
 
 CHUNK = 1 << 20
 # The Hub stores files over 10 MB (or binary ones) in LFS and reports their sha256; smaller
