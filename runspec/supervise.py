@@ -51,6 +51,9 @@ class Supervisor:
             self.record.termination if self.record.status is RunStatus.STOPPING else None
         )
         self.interrupt_pushed = False
+        self.epoch_since_launch = False
+        # A stop asked before a restart of this process is bounded from now on.
+        self.stop_asked_at = self.clock.monotonic() if self.stopping is not None else None
 
     def run(self) -> None:
         handle = TrainerHandle.load(self.paths)
@@ -60,6 +63,9 @@ class Supervisor:
             unit = f", unit {handle.unit}" if handle.unit else ""
             self.lc.say(f"re-attached to the running trainer (pid {handle.identity.pid}{unit})")
         self._seed_from_run_folder()
+        # Has this trainer (maybe a resumed one) ended an epoch yet? Until then it gets the
+        # longer first-epoch bound.
+        self.epoch_since_launch = self.last_marker_time >= handle.started_at
         while handle is not None:
             if self._watch(handle):
                 return  # detached: leave the trainer alone
@@ -83,6 +89,7 @@ class Supervisor:
         what = f"resuming from {resume_from.name}" if resume_from else "training"
         self.lc.say(f"{what}: {self.spec.train.model}, {self.spec.train.epochs} epochs")
         self.last_progress = self.clock.monotonic()
+        self.epoch_since_launch = False
         return handle
 
     def _seed_from_run_folder(self) -> None:
@@ -134,6 +141,13 @@ class Supervisor:
                 self.stopping = Termination.BUDGET
                 handle.kill_now()
                 break
+            if self._stop_overdue():
+                lc.say(
+                    f"the trainer did not reach an epoch boundary within "
+                    f"{lc.options.stop_grace:.0f} s of the stop request; ending it"
+                )
+                handle.stop(grace_s=0)
+                break
             if self._hung():
                 lc.say("the trainer made no progress for too long; ending it to resume")
                 handle.kill_now()
@@ -143,6 +157,7 @@ class Supervisor:
 
     def _epoch_ended(self, handle: TrainerHandle, marker: control.EpochMarker) -> None:
         self.last_epoch, self.last_marker_time = marker.epoch, marker.time
+        self.epoch_since_launch = True
         self.last_progress = self.clock.monotonic()
         self.longest_epoch = max(self.longest_epoch, marker.epoch_seconds)
         self.planner.record_epoch(marker.epoch, marker.epoch_seconds, marker.validated)
@@ -183,6 +198,7 @@ class Supervisor:
         if self.stopping is not None:
             return
         self.stopping = why
+        self.stop_asked_at = self.clock.monotonic()
         handle.request_stop(reason)
         self.lc.say(f"stop requested ({why.value}): the trainer stops at the next epoch boundary")
         if self.record.status is RunStatus.TRAINING:
@@ -205,9 +221,15 @@ class Supervisor:
         rate = pusher.upload_rate() if pusher is not None else None
         return self.clock.time() >= self.lc.deadline() - self.planner.reserve(pending, rate)
 
+    def _stop_overdue(self) -> bool:
+        if self.stop_asked_at is None:
+            return False
+        return self.clock.monotonic() - self.stop_asked_at > self.lc.options.stop_grace
+
     def _hung(self) -> bool:
         opts = self.lc.options
-        if self.last_epoch == 0:
+        if not self.epoch_since_launch:
+            # A (re)started trainer imports, builds the model and maybe autobatches first.
             limit = opts.first_epoch_hang
         else:
             limit = max(5 * self.longest_epoch, opts.hang_floor)
