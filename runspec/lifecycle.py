@@ -255,13 +255,13 @@ class Lifecycle:
         else:
             self._move(RunStatus.FINISHING, f"{term.value}; applying the finish action")
 
-    def _finish(self) -> None:
+    def _finish(self, others_safe: bool = True) -> None:
         from runspec.finish import apply_finish
 
         result = apply_finish(
             self.spec,
             self.record,
-            verified=final_push_verified(self.spec, self.record),
+            verified=final_push_verified(self.spec, self.record) and others_safe,
             dry_run=self.options.finish_dry_run,
             clock=self.clock,
             log=self.say,
@@ -270,10 +270,13 @@ class Lifecycle:
         self._move(RunStatus.FINISHED, f"finish: {result.summary}")
         self._note_cost()
 
-    def finish_deferred(self) -> None:
-        """The daemon applies a deferred machine-ending finish once the queue is empty."""
+    def finish_deferred(self, load: Callable[[str], Spec]) -> None:
+        """The daemon applies a deferred machine-ending finish once the queue is empty: only
+        as verified when the runs that came after this one are verified too."""
+        safe, why = machine_weights_safe(self.store, load)
+        self.say(f"deferred finish: {why}")
         self._move(RunStatus.FINISHING, "applying the deferred finish action")
-        self._finish()
+        self._finish(others_safe=safe)
 
 
 def push_until_verified(
@@ -293,6 +296,23 @@ def push_until_verified(
             return None
         clock.sleep(pause)
         pause = min(pause * 2, 30.0)
+
+
+def machine_weights_safe(store: RecordStore, load: Callable[[str], Spec]) -> tuple[bool, str]:
+    """Before a finish that acts for the whole machine (a deferred or an idle finish): every
+    run that trained here has its final push verified elsewhere. A run with no push section
+    that trained keeps its weights only on this disk, so it makes the machine unsafe too."""
+    for record in store.all():
+        if record.status is RunStatus.QUEUED or record.run_dir is None:
+            continue  # never trained: no weights of its own on this disk
+        if record.status is not RunStatus.FINISHED:
+            return False, f"run {record.name} is still {record.status.value}"
+        spec = load(record.name)
+        if spec.push is None:
+            return False, f"run {record.name} pushes nowhere: its weights are only on this disk"
+        if not final_push_verified(spec, record):
+            return False, f"run {record.name}'s final push was not verified"
+    return True, "every run's final push is verified"
 
 
 def final_push_verified(spec: Spec, record: RunRecord) -> bool:

@@ -83,6 +83,11 @@ def _finish(raw: Any, where: str) -> FinishSpec:
     command = raw.get("command") or ()
     if not isinstance(command, list | tuple) or not all(isinstance(c, str) for c in command):
         raise ConfigError(f"{where}: finish.command must be a list of strings (an argv)")
+    if action is FinishAction.AUTO:
+        # auto weighs a run's storage figures; the daemon's own finish has none to weigh.
+        raise ConfigError(
+            f"{where}: finish.action auto needs a spec's storage figures; use stop or destroy"
+        )
     if action is FinishAction.COMMAND and not command:
         raise ConfigError(f"{where}: finish.action command needs finish.command")
     return FinishSpec(

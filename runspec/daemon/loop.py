@@ -313,7 +313,7 @@ class Daemon:
             log.error("cannot apply the deferred finish of %s: %s", last.name, exc)
             return
         self.progress(f"{last.name}: queue empty; applying its deferred finish")
-        self.worker = Worker(lifecycle, target=lifecycle.finish_deferred)
+        self.worker = Worker(lifecycle, target=lambda: lifecycle.finish_deferred(self.load_spec))
         self.worker.thread.start()
 
     def _arm_idle_finish(self) -> None:
@@ -346,15 +346,18 @@ class Daemon:
             return
         last = max(ended, key=lambda r: r.ended_at or "")
         from runspec.finish import apply_finish
-        from runspec.lifecycle import final_push_verified
+        from runspec.lifecycle import machine_weights_safe
 
         spec = replace(self.load_spec(last.name), finish=self.cfg.finish)
+        # The idle finish acts for the whole machine: every run that trained here counts.
+        safe, why = machine_weights_safe(self.store, self.load_spec)
+        self.progress(f"idle finish: {why}")
         self.progress(f"idle for {human_duration(self.cfg.idle_finish or 0)}: "
                       f"applying the idle finish ({self.cfg.finish.action.value})")  # fmt: skip
         result = apply_finish(
             spec,
             last,
-            verified=final_push_verified(spec, last),
+            verified=safe,
             dry_run=self.cfg.finish_dry_run,
             clock=self.clock,
             log=self.progress,
