@@ -22,7 +22,9 @@ from runspec.model import FinishAction, Spec
 from runspec.state import RunRecord
 
 DEFAULT_UPLOAD_RATE = 10e6  # bytes/s assumed before this run has measured a push
-MIN_UPLOAD_RATE = 0.5e6  # bytes/s; a measured rate below this is taken as this (a floor)
+# Only to keep a stalled link from dividing by zero: a floor on the rate shortens the reserve,
+# so it must sit far below any link worth pushing over.
+MIN_UPLOAD_RATE = 1e3
 PUSH_OVERHEAD_S = 5.0  # commit, verification and Hub round trips on top of the bytes
 PUSH_SAFETY = 1.25  # the bytes' time is stretched by this: rates wobble
 MARGIN_S = 10.0

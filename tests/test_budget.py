@@ -92,6 +92,13 @@ def test_the_auto_reserve_follows_the_measured_upload_rate() -> None:
     assert p.reserve(pending, upload_rate=100 * MB) < before  # the pusher's own figure wins
 
 
+def test_a_very_slow_link_is_taken_at_its_word() -> None:
+    """A floor on the measured rate would shorten the reserve exactly when it matters most."""
+    p = planner(ManualClock(), finish_seconds=30.0, margin=10.0)
+    p.record_upload(10 * MB, 100.0)  # 0.1 MB/s
+    assert p.reserve(2000 * MB) == pytest.approx(5 + 1.25 * 20_000 + 30 + 10)
+
+
 def test_a_slow_upload_stops_training_earlier() -> None:
     clock = ManualClock()
     p = planner(clock, wall_clock=3 * 3600.0, finish_seconds=30.0)
