@@ -28,10 +28,10 @@ from runspec.atomic import write_json_atomic
 from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
 from runspec.errors import RunspecError
 from runspec.finish import FinishHost, apply_finish
-from runspec.lifecycle import final_push_verified
 from runspec.model import Spec
 from runspec.paths import RunPaths
 from runspec.state import RecordStore, RunRecord, RunStatus
+from runspec.verdict import final_push_verified
 
 log = logging.getLogger("runspec.failsafe")
 

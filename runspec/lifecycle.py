@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
-from runspec.errors import EXIT_FAILED, EXIT_OK, EXIT_UNVERIFIED, RunspecError
+from runspec.errors import RunspecError
 from runspec.model import FinishAction, Spec
 from runspec.paths import RunPaths
 from runspec.state import PushRecord, RecordStore, RunRecord, RunStatus, Termination
+from runspec.verdict import final_push_verified, machine_weights_safe
 
 if TYPE_CHECKING:
     from runspec.preflight import PreflightReport
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("runspec.lifecycle")
 
-SUCCESSFUL = frozenset({Termination.COMPLETED, Termination.BUDGET})
 NO_FINISH = frozenset({Termination.CANCELLED, Termination.INTERRUPTED})
 
 
@@ -124,12 +124,32 @@ class Lifecycle:
             RunStatus.PUSHING: self._final_push,
             RunStatus.FINISHING: self._finish,
         }
+        if self.record.status not in (RunStatus.QUEUED, RunStatus.FINISHED):
+            self._rearm_failsafe()  # a transient timer does not survive a reboot
+        failed_in: set[RunStatus] = set()
         try:
             while self.record.status is not RunStatus.FINISHED:
                 if self.detach_requested.is_set():
                     self.say("detached; the trainer keeps running")
                     break
-                steps[self.record.status]()
+                if self.abort_requested.is_set():
+                    self.say("second signal: exiting now")
+                    break
+                if self.interrupt_requested.is_set() and self.record.status in (
+                    RunStatus.PREFLIGHT,
+                    RunStatus.STAGING,
+                ):
+                    self._move(RunStatus.PUSHING, "interrupted", Termination.INTERRUPTED)
+                    continue
+                status = self.record.status
+                try:
+                    steps[status]()
+                except Exception as exc:
+                    # A bug or a full disk must not strand the run: its weights still get
+                    # pushed and the machine's finish still decided. Once per status.
+                    if status in failed_in or not self._recover(status, exc):
+                        raise
+                    failed_in.add(status)
         finally:
             self._stop_pusher()
         if self.record.status is RunStatus.FINISHED:
@@ -137,6 +157,45 @@ class Lifecycle:
 
             failsafe.disarm(self.spec, self.paths, progress=self.say)
         return self.record
+
+    def _recover(self, status: RunStatus, exc: Exception) -> bool:
+        """After an unexpected error in a phase: move the run to where its weights get pushed
+        and the finish is decided. False when there is nowhere safe to go."""
+        log.exception("%s: unexpected error while %s", self.spec.name, status.value)
+        message = f"runspec error while {status.value}: {type(exc).__name__}: {exc}"
+        if status in (RunStatus.PREFLIGHT, RunStatus.STAGING):
+            term = (
+                Termination.FAILED_PREFLIGHT
+                if status is RunStatus.PREFLIGHT
+                else Termination.FAILED_STAGING
+            )
+            self._fail(term, message)
+            return True
+        if status in (RunStatus.TRAINING, RunStatus.STOPPING):
+            from runspec.launcher import TrainerHandle
+
+            handle = TrainerHandle.load(self.paths)
+            if handle is not None and handle.alive():
+                handle.kill_now()  # nobody would watch it, its budget or its pushes
+            self._fail(self.record.termination or Termination.FAILED_TRAINING, message)
+            return True
+        if status is RunStatus.PUSHING:
+            self.say(f"the final push broke off: {message}")
+            self._move(RunStatus.FINISHING, message)  # the finish sees it unverified
+            return True
+        return False
+
+    def _rearm_failsafe(self) -> None:
+        from runspec import failsafe
+
+        failsafe.arm(
+            self.spec,
+            self.paths,
+            self.record,
+            clock=self.clock,
+            dry_run=self.options.finish_dry_run,
+            progress=self.say,
+        )
 
     def _move(self, status: RunStatus, reason: str, termination: Termination | None = None) -> None:
         self.store.transition(self.record, status, reason, termination)
@@ -150,16 +209,7 @@ class Lifecycle:
         self.record.started_at = utc_iso(now)
         self.record.deadline = utc_iso(now + self.spec.budget.wall_clock)
         self.record.total_epochs = self.spec.train.epochs
-        from runspec import failsafe
-
-        failsafe.arm(
-            self.spec,
-            self.paths,
-            self.record,
-            clock=self.clock,
-            dry_run=self.options.finish_dry_run,
-            progress=self.say,
-        )
+        self._rearm_failsafe()
         self._move(RunStatus.PREFLIGHT, f"started; deadline {self.record.deadline}")
 
     def deadline(self) -> float:
@@ -243,7 +293,13 @@ class Lifecycle:
             # Past deadline + overrun already: one short, bounded try.
             timeout = max(remaining, 15.0)
             self.say(f"final push (waiting at most {timeout:.0f} s for it to be verified)")
-            pushed = push_until_verified(pusher, final=True, timeout=timeout, clock=self.clock)
+            pushed = push_until_verified(
+                pusher,
+                final=True,
+                timeout=timeout,
+                clock=self.clock,
+                give_up=self.abort_requested,
+            )
             if pushed is None:
                 self.say("final push NOT verified: the weights may exist only on this machine")
         term = self.record.termination or Termination.COMPLETED
@@ -280,10 +336,15 @@ class Lifecycle:
 
 
 def push_until_verified(
-    pusher: Pusher, *, final: bool, timeout: float, clock: Clock
+    pusher: Pusher,
+    *,
+    final: bool,
+    timeout: float,
+    clock: Clock,
+    give_up: threading.Event | None = None,
 ) -> PushRecord | None:
     """Push, and push again after a failure (a dropped connection, a 500 the client gave up
-    on), with a growing pause, until one is verified or `timeout` has passed."""
+    on), with a growing pause, until one is verified, `timeout` passed or `give_up` is set."""
     end = clock.monotonic() + timeout
     pause = 1.0
     while True:
@@ -292,33 +353,10 @@ def push_until_verified(
         if pushed is not None:
             return pushed
         left = end - clock.monotonic()
-        if left <= pause:
+        if left <= pause or (give_up is not None and give_up.is_set()):
             return None
         clock.sleep(pause)
         pause = min(pause * 2, 30.0)
-
-
-def machine_weights_safe(store: RecordStore, load: Callable[[str], Spec]) -> tuple[bool, str]:
-    """Before a finish that acts for the whole machine (a deferred or an idle finish): every
-    run that trained here has its final push verified elsewhere. A run with no push section
-    that trained keeps its weights only on this disk, so it makes the machine unsafe too."""
-    for record in store.all():
-        if record.status is RunStatus.QUEUED or record.run_dir is None:
-            continue  # never trained: no weights of its own on this disk
-        if record.status is not RunStatus.FINISHED:
-            return False, f"run {record.name} is still {record.status.value}"
-        spec = load(record.name)
-        if spec.push is None:
-            return False, f"run {record.name} pushes nowhere: its weights are only on this disk"
-        if not final_push_verified(spec, record):
-            return False, f"run {record.name}'s final push was not verified"
-    return True, "every run's final push is verified"
-
-
-def final_push_verified(spec: Spec, record: RunRecord) -> bool:
-    if spec.push is None:
-        return True  # nothing was to leave the machine; no finish ends it with weights aboard
-    return record.last_push is not None and record.last_push.final
 
 
 def _ends_machine(spec: Spec) -> bool:
@@ -336,12 +374,3 @@ def _first_failure(report: PreflightReport) -> str:
             fix = f" ({check.fix})" if check.fix else ""
             return f"{check.name}: {check.message}{fix}"
     return "a check failed"
-
-
-def exit_code(spec: Spec, record: RunRecord) -> int:
-    """`runspec run`'s exit status (DESIGN.md)."""
-    if record.termination not in SUCCESSFUL:
-        return EXIT_FAILED
-    if not final_push_verified(spec, record):
-        return EXIT_UNVERIFIED
-    return EXIT_OK

@@ -259,6 +259,13 @@ class Supervisor:
         if done:
             self._end(Termination.COMPLETED, "training completed (the trainer died after it)")
             return None
+        if self._past_point_of_no_return():
+            # A restart now could not train an epoch before the reserve: push what there is.
+            self._end(
+                Termination.BUDGET,
+                f"the trainer died at epoch {self.last_epoch}, too close to the deadline to resume",
+            )
+            return None
         if self.record.restarts_used >= self.spec.train.restarts:
             self._end(
                 Termination.LOST,

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from runspec.accept import accept
-from runspec.lifecycle import machine_weights_safe
 from runspec.loader import load_spec
 from runspec.model import Spec
 from runspec.state import PushRecord, RecordStore, RunStatus, Termination
+from runspec.verdict import machine_weights_safe
 from tests.fixtures_run import SpecWriter
 
 

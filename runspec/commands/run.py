@@ -24,12 +24,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from runspec.accept import accept
-    from runspec.lifecycle import Lifecycle, LifecycleOptions, exit_code
+    from runspec.lifecycle import Lifecycle, LifecycleOptions
     from runspec.loader import load_spec
     from runspec.paths import RunPaths
     from runspec.provenance import git_info
     from runspec.report import summary_lines
     from runspec.state import RecordStore
+    from runspec.verdict import exit_code
 
     spec = load_spec(args.spec)
     state = state_dir(args)

@@ -346,7 +346,7 @@ class Daemon:
             return
         last = max(ended, key=lambda r: r.ended_at or "")
         from runspec.finish import apply_finish
-        from runspec.lifecycle import machine_weights_safe
+        from runspec.verdict import machine_weights_safe
 
         spec = replace(self.load_spec(last.name), finish=self.cfg.finish)
         # The idle finish acts for the whole machine: every run that trained here counts.

@@ -1,0 +1,66 @@
+"""The lifecycle's edges that need no training: an unexpected error in a phase, and a signal
+before training starts. Both must still get the run's files off the machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import runspec.staging
+from runspec.accept import accept
+from runspec.lifecycle import Lifecycle, LifecycleOptions
+from runspec.loader import load_spec
+from runspec.paths import RunPaths
+from runspec.state import RecordStore
+from tests.fixtures_run import SpecWriter
+
+
+def lifecycle_for(spec_file: Path, state: Path, lines: list[str]) -> Lifecycle:
+    spec = load_spec(spec_file)
+    accept(spec, state)
+    options = LifecycleOptions(progress=lines.append, skip_preflight=True, environment_file=None)
+    return Lifecycle(spec, RunPaths.for_spec(spec, state), RecordStore(state), options)
+
+
+def test_an_unexpected_error_in_a_phase_still_pushes_and_finishes(
+    tmp_path: Path, write_spec: SpecWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full_disk(*args: object, **kwargs: object) -> Path:
+        raise OSError(28, "No space left on device")
+
+    # The narrowest seam: the one call that would hit the full disk.
+    monkeypatch.setattr(runspec.staging, "stage_dataset", full_disk)
+    touched = tmp_path / "finish-ran"
+    spec = write_spec(
+        "fulldisk",
+        push={"dir": str(tmp_path / "volume")},
+        finish={"action": "command", "command": ["touch", str(touched)]},
+    )
+    lines: list[str] = []
+    record = lifecycle_for(spec, tmp_path / "state", lines).run()
+    assert record.status.value == "finished"
+    assert record.termination is not None and record.termination.value == "failed-staging"
+    assert "No space left on device" in record.why
+    assert record.last_push is not None and record.last_push.final
+    assert (tmp_path / "volume" / "fulldisk" / "runspec" / "record.json").exists()
+    assert touched.exists()  # a failed run still gets its finish, once its files are out
+
+
+def test_a_signal_before_training_pushes_and_skips_the_finish(
+    tmp_path: Path, write_spec: SpecWriter
+) -> None:
+    touched = tmp_path / "finish-ran"
+    spec = write_spec(
+        "early",
+        push={"dir": str(tmp_path / "volume")},
+        finish={"action": "command", "command": ["touch", str(touched)]},
+    )
+    lines: list[str] = []
+    lifecycle = lifecycle_for(spec, tmp_path / "state", lines)
+    lifecycle.interrupt()
+    record = lifecycle.run()
+    assert record.termination is not None and record.termination.value == "interrupted"
+    assert record.run_dir is None  # no trainer was started
+    assert record.last_push is not None and record.last_push.final
+    assert not touched.exists()
