@@ -75,10 +75,13 @@ def clear_stop(control_dir: Path) -> None:
 # --- deadline -------------------------------------------------------------------------------
 
 
-def write_deadline(control_dir: Path, ts: float) -> None:
-    """The wall time (epoch seconds) by which the trainer must have stopped."""
+def write_deadline(control_dir: Path, ts: float, next_epoch_s: float | None = None) -> None:
+    """The wall time (epoch seconds) by which the trainer must have stopped, and the
+    planner's prediction of the next epoch's length: the trainer decides at the boundary,
+    where no request from outside can arrive in time, with the planner's own figures."""
     iso = datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")
-    write_text(control_dir / DEADLINE_FILE, json.dumps({"deadline": ts, "utc": iso}) + "\n")
+    data = {"deadline": ts, "utc": iso, "next_epoch_s": next_epoch_s}
+    write_text(control_dir / DEADLINE_FILE, json.dumps(data) + "\n")
 
 
 def read_deadline(control_dir: Path) -> float | None:
@@ -86,6 +89,13 @@ def read_deadline(control_dir: Path) -> float | None:
     if not isinstance(data, dict) or not isinstance(data.get("deadline"), int | float):
         return None
     return float(data["deadline"])
+
+
+def read_next_epoch(control_dir: Path) -> float | None:
+    """The planner's prediction of the next epoch's length, if it made one."""
+    data = _read_json(control_dir / DEADLINE_FILE)
+    value = data.get("next_epoch_s") if isinstance(data, dict) else None
+    return float(value) if isinstance(value, int | float) else None
 
 
 def clear_deadline(control_dir: Path) -> None:

@@ -76,7 +76,7 @@ class Supervisor:
         job = TrainJob.from_spec(
             self.spec, self.paths, Path(self.record.data_yaml), resume_from=resume_from
         )
-        control.write_deadline(self.paths.control_dir, self.planner.stop_at())
+        self._write_deadline()
         env_file = self.lc.options.environment_file
         handle = start(
             job,
@@ -181,6 +181,7 @@ class Supervisor:
             parts.append(f"ETA {human_duration(obs.eta_seconds)}")
         parts.append(f"budget left {human_duration(left)}")
         self.lc.say("  ".join(parts))
+        self._write_deadline()
         if marker.epoch >= marker.total_epochs or self.stopping is not None:
             return
         next_validates = validates(
@@ -188,11 +189,19 @@ class Supervisor:
         )
         if not self.planner.fits_another_epoch(next_validates, pending, rate):
             self.lc.say(
-                f"budget: epoch {marker.epoch + 1} would not leave time for the final push; "
-                "stopping at this boundary"
+                f"budget: epoch {marker.epoch + 1} may not leave time for the final push; "
+                "the trainer stops at the next boundary"
             )
             self._ask_stop(handle, Termination.BUDGET, "budget")
-        control.write_deadline(self.paths.control_dir, self.planner.stop_at())
+
+    def _write_deadline(self) -> None:
+        """The stop time and the longest next epoch the planner foresees (either kind), so the
+        trainer, deciding at the boundary itself, stops no later than the planner would."""
+        guesses = [self.planner.predict_epoch(kind) for kind in (True, False)]
+        known = [g for g in guesses if g is not None]
+        control.write_deadline(
+            self.paths.control_dir, self.planner.stop_at(), max(known) if known else None
+        )
 
     def _ask_stop(self, handle: TrainerHandle, why: Termination, reason: str) -> None:
         if self.stopping is not None:

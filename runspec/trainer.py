@@ -89,10 +89,12 @@ class StopControl:
         detail = f"stop requested ({reason}); stopped after epoch {event.epoch}"
         if reason is None:
             deadline = control.read_deadline(ctl)
-            if deadline is not None and now + self.longest_epoch > deadline:
+            # The planner may know better (a validating epoch coming, its margin): the longer.
+            predicted = max(self.longest_epoch, control.read_next_epoch(ctl) or 0.0)
+            if deadline is not None and now + predicted > deadline:
                 reason = "deadline"
                 detail = (
-                    f"another epoch (up to {self.longest_epoch:.0f}s) would end after the "
+                    f"another epoch (up to {predicted:.0f}s) would end after the "
                     f"stop time; stopped after epoch {event.epoch}"
                 )
         if reason is not None:
