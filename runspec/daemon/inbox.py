@@ -286,7 +286,10 @@ class Inbox:
             if path.name.endswith(".provenance.json") or not path.is_file():
                 continue
             original = path.name.split("-", 3)[-1]
-            outcomes.append(self._handle(path, original, incomplete=False))
+            try:
+                outcomes.append(self._handle(path, original, incomplete=False))
+            except Exception:  # a full disk, say: keep the file for the next start, never loop
+                log.exception("inbox: cannot decide on claimed %s yet", path.name)
         return outcomes
 
     def _claim_and_handle(self, name: str, incomplete: bool) -> Outcome | None:
