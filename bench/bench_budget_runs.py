@@ -60,8 +60,8 @@ env: {{OMP_NUM_THREADS: "1"}}
     deadline = parse_utc_iso(record["deadline"])
     finish_started = parse_utc_iso(record["finish"]["started_at"])
     # The last epoch boundary, to the trainer's own (sub-second) clock.
-    marker = state / "jobs" / f"budget-{i}" / "control" / "epoch.json"
-    stop_time = float(json.loads(marker.read_text())["time"])
+    epoch_marker = state / "jobs" / f"budget-{i}" / "control" / "epoch.json"
+    stop_time = float(json.loads(epoch_marker.read_text())["time"])
     epochs = [
         json.loads(line)
         for line in (state / "runs" / f"budget-{i}" / "metrics.jsonl").read_text().splitlines()
