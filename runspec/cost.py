@@ -126,14 +126,18 @@ def estimate(spec: Spec) -> Estimate:
     if hourly is not None:
         worst = hourly * (spec.budget.wall_clock + spec.budget.overrun) / 3600
     provider = spec.finish.provider
+    common: dict[str, Any] = {
+        "name": spec.name,
+        "provider": provider,
+        "running_hourly": hourly,
+        "wall_clock_s": spec.budget.wall_clock,
+        "overrun_s": spec.budget.overrun,
+        "worst_case_usd": worst,
+        "finish_action": spec.finish.action.value,
+    }
     if storage is None:
         return Estimate(
-            name=spec.name,
-            provider=provider,
-            running_hourly=hourly,
-            wall_clock_s=spec.budget.wall_clock,
-            overrun_s=spec.budget.overrun,
-            worst_case_usd=worst,
+            **common,
             stopped_hourly=None,
             rebuild_usd=None,
             return_within_s=None,
@@ -141,17 +145,11 @@ def estimate(spec: Spec) -> Estimate:
             stop_cost_usd=None,
             advice=None,
             reason="no finish.storage figures: cannot compare stop with destroy",
-            finish_action=spec.finish.action.value,
         )
     choice, reason = choose(storage, provider)
     per_hour = stopped_hourly(storage)
     return Estimate(
-        name=spec.name,
-        provider=provider,
-        running_hourly=hourly,
-        wall_clock_s=spec.budget.wall_clock,
-        overrun_s=spec.budget.overrun,
-        worst_case_usd=worst,
+        **common,
         stopped_hourly=per_hour,
         rebuild_usd=storage.rebuild_usd,
         return_within_s=storage.return_within,
@@ -159,7 +157,6 @@ def estimate(spec: Spec) -> Estimate:
         stop_cost_usd=per_hour * storage.return_within / 3600,
         advice=choice.value,
         reason=reason,
-        finish_action=spec.finish.action.value,
     )
 
 
