@@ -33,9 +33,9 @@ def test_the_budget_stops_training_at_an_epoch_boundary_and_finishes_before_the_
     touched = tmp_path / "finish-ran"
     spec = write_spec(
         "budgeted",
-        epochs=500,  # far more than 75 s allow
+        epochs=500,  # far more than 55 s allow
         push={"hub": {"repo": "tester/budgeted"}, "every": "15m"},
-        budget={"wall_clock": "75s", "reserve": "20s"},
+        budget={"wall_clock": "55s", "reserve": "15s"},
         finish={"action": "command", "command": ["touch", str(touched)]},
     )
     state = tmp_path / "state"
@@ -79,7 +79,7 @@ def test_an_unverifiable_final_push_never_destroys_the_machine(
         "refused",
         epochs=2,
         push={"hub": {"repo": "tester/refused"}, "every": "15m"},
-        budget={"wall_clock": "70s", "reserve": "10s", "overrun": "5s"},
+        budget={"wall_clock": "50s", "reserve": "10s", "overrun": "5s"},
         finish={"action": "destroy", "provider": "vast", "unverified": "stop"},
     )
     env = {**hub_env, **provider_env, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": VAST_KEY}

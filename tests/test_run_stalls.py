@@ -85,7 +85,7 @@ def test_an_epoch_past_the_point_of_no_return_is_cut_and_the_staged_checkpoint_p
         "cut",
         epochs=100,
         push={"dir": str(tmp_path / "volume")},
-        budget={"wall_clock": "75s", "reserve": "20s"},
+        budget={"wall_clock": "55s", "reserve": "15s"},
     )
     _, thread, done = start_lifecycle(spec, state, lines, hang_floor=600.0)
     wait_record(state, "cut", lambda r: r["epoch"] >= 1, timeout=180)
