@@ -15,6 +15,7 @@ from the longest recent epoch of the same kind (validating epochs take longer), 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from runspec.clock import SYSTEM, Clock, parse_utc_iso
@@ -53,11 +54,15 @@ def deadline_of(record: RunRecord) -> float:
 
 
 def eval_interval_of(spec: Spec) -> int:
-    """LibreYOLO's `eval_interval` for this spec (`val: false` turns validation off: 0).
+    """LibreYOLO's `eval_interval` for this spec (`val: false` turns validation off: 0)."""
+    return eval_interval_from_args(spec.train.args)
+
+
+def eval_interval_from_args(args: Mapping[str, object]) -> int:
+    """The same from `train.args` alone, as the trainer has them.
 
     10 is the `libreyolo train` default (and TrainConfig's for the detection families).
     """
-    args = spec.train.args
     if args.get("val") in (False, "false", "False", 0):
         return 0
     value = args.get("eval_interval", 10)

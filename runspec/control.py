@@ -75,12 +75,15 @@ def clear_stop(control_dir: Path) -> None:
 # --- deadline -------------------------------------------------------------------------------
 
 
-def write_deadline(control_dir: Path, ts: float, next_epoch_s: float | None = None) -> None:
+def write_deadline(
+    control_dir: Path, ts: float, next_epoch_s: dict[str, float] | None = None
+) -> None:
     """The wall time (epoch seconds) by which the trainer must have stopped, and the
-    planner's prediction of the next epoch's length: the trainer decides at the boundary,
-    where no request from outside can arrive in time, with the planner's own figures."""
+    planner's prediction of the next epoch's length by kind (`validating`, `plain`): the
+    trainer decides at the boundary, where no request from outside arrives in time, with the
+    planner's own figures."""
     iso = datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")
-    data = {"deadline": ts, "utc": iso, "next_epoch_s": next_epoch_s}
+    data = {"deadline": ts, "utc": iso, "next_epoch_s": next_epoch_s or {}}
     write_text(control_dir / DEADLINE_FILE, json.dumps(data) + "\n")
 
 
@@ -91,10 +94,13 @@ def read_deadline(control_dir: Path) -> float | None:
     return float(data["deadline"])
 
 
-def read_next_epoch(control_dir: Path) -> float | None:
-    """The planner's prediction of the next epoch's length, if it made one."""
+def read_next_epoch(control_dir: Path, validating: bool) -> float | None:
+    """The planner's prediction of the next epoch's length for its kind, if it made one."""
     data = _read_json(control_dir / DEADLINE_FILE)
-    value = data.get("next_epoch_s") if isinstance(data, dict) else None
+    guesses = data.get("next_epoch_s") if isinstance(data, dict) else None
+    value = (
+        guesses.get("validating" if validating else "plain") if isinstance(guesses, dict) else None
+    )
     return float(value) if isinstance(value, int | float) else None
 
 

@@ -195,13 +195,14 @@ class Supervisor:
             self._ask_stop(handle, Termination.BUDGET, "budget")
 
     def _write_deadline(self) -> None:
-        """The stop time and the longest next epoch the planner foresees (either kind), so the
-        trainer, deciding at the boundary itself, stops no later than the planner would."""
-        guesses = [self.planner.predict_epoch(kind) for kind in (True, False)]
-        known = [g for g in guesses if g is not None]
-        control.write_deadline(
-            self.paths.control_dir, self.planner.stop_at(), max(known) if known else None
-        )
+        """The stop time and the planner's next-epoch prediction for each kind, so the trainer,
+        deciding at the boundary itself, stops when the planner would."""
+        guesses = {
+            name: self.planner.predict_epoch(kind)
+            for name, kind in (("validating", True), ("plain", False))
+        }
+        known = {name: g for name, g in guesses.items() if g is not None}
+        control.write_deadline(self.paths.control_dir, self.planner.stop_at(), known)
 
     def _ask_stop(self, handle: TrainerHandle, why: Termination, reason: str) -> None:
         if self.stopping is not None:

@@ -32,6 +32,7 @@ from libreyolo.cli.config import detect_family_from_model_ref, resolve_model_nam
 from libreyolo.training.ddp_spawn import spawn_for_model
 
 from runspec import control
+from runspec.budget import eval_interval_from_args, validates
 from runspec.clock import SYSTEM
 from runspec.control import EpochMarker, FileStat, TrainerOutcome, TrainerResult
 from runspec.launcher import TrainJob
@@ -48,8 +49,9 @@ class TrainingStopped(Exception):
 class StopControl:
     """LibreYOLO callback. Module-level and plain so it pickles into the rank-0 worker."""
 
-    def __init__(self, control_dir: str) -> None:
+    def __init__(self, control_dir: str, eval_interval: int = 10) -> None:
         self.control_dir = control_dir
+        self.eval_interval = eval_interval
         self.longest_epoch = 0.0
         self.last_end: float | None = None
 
@@ -89,8 +91,10 @@ class StopControl:
         detail = f"stop requested ({reason}); stopped after epoch {event.epoch}"
         if reason is None:
             deadline = control.read_deadline(ctl)
-            # The planner may know better (a validating epoch coming, its margin): the longer.
-            predicted = max(self.longest_epoch, control.read_next_epoch(ctl) or 0.0)
+            # The planner's figure for the coming epoch's kind (validating or not, recent
+            # epochs only); our own longest epoch until the planner has one.
+            coming = validates(int(event.epoch) + 1, int(event.total_epochs), self.eval_interval)
+            predicted = control.read_next_epoch(ctl, coming) or self.longest_epoch
             if deadline is not None and now + predicted > deadline:
                 reason = "deadline"
                 detail = (
@@ -192,7 +196,7 @@ def run(job: TrainJob) -> TrainerResult:
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
     os.environ.update(job.env)
-    callback = StopControl(job.control_dir)
+    callback = StopControl(job.control_dir, eval_interval_from_args(job.args))
     try:
         device = resolve_device(job.device)
         pretrained = job.args.get("pretrained", True)
