@@ -38,7 +38,7 @@ train:
   imgsz: 32
   device: cpu
   save_period: 1000
-  args: {{pretrained: false, workers: 0, eval_interval: 5, amp: false}}
+  args: {{pretrained: false, workers: 0, eval_interval: 5, amp: false, patience: 0}}
 push: {{dir: pushed}}
 budget: {{wall_clock: {wall_clock}s, reserve: {reserve}s}}
 preflight: {{doctor: false}}
