@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from runspec.atomic import write_json_atomic
+from runspec.atomic import write_json_atomic, write_text
 from runspec.checkpoints import CheckpointFile, complete_checkpoints, stage_copy
 from runspec.clock import Clock, utc_iso
 from runspec.control import FileStat, read_epoch_marker
@@ -200,11 +200,7 @@ class Stager:
     def add_manifest(self, text: str) -> StagedFile:
         """Stage the manifest itself (pushed with every push, never listed in itself)."""
         target = self.dir / MANIFEST
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".manifest.", suffix=".partial", dir=target.parent)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
+        write_text(target, text)
         digest = digest_file(target)
         entry = ManifestEntry(
             path=MANIFEST,
