@@ -18,7 +18,7 @@ import pytest
 
 from runspec.checkpoints import is_intact
 from runspec.clock import parse_utc_iso
-from tests.fixtures_providers import Answer, StandIn
+from tests.fixtures_providers import StandIn, vast_answers_stopped
 from tests.fixtures_run import SpecWriter, finish_run, record_of, start_run, wait_record
 from tests.hubserver import HubServer
 
@@ -34,6 +34,11 @@ def test_the_budget_stops_training_at_an_epoch_boundary_and_finishes_before_the_
     spec = write_spec(
         "budgeted",
         epochs=500,  # far more than 55 s allow
+        # 500 epochs would keep 50 epoch_N.pt files: the disk check's auto estimate (3 GB)
+        # depends on the test machine's free disk; the budget ends the run long before.
+        # patience 0: LibreYOLO's early stop would end this learn-nothing run before the budget.
+        train={"save_period": 10, "args": {"patience": 0}},
+        preflight={"disk": "600MB"},
         push={"hub": {"repo": "tester/budgeted"}, "every": "15m"},
         budget={"wall_clock": "55s", "reserve": "15s"},
         finish={"action": "command", "command": ["touch", str(touched)]},
@@ -68,13 +73,7 @@ def test_an_unverifiable_final_push_never_destroys_the_machine(
     standin: StandIn,
     provider_env: dict[str, str],
 ) -> None:
-    standin.on("DELETE", r"/api/v0/instances/4242/", Answer(200, {"success": True}))
-    standin.on("PUT", r"/api/v0/instances/4242/", Answer(200, {"success": True}))
-    standin.on(
-        "GET",
-        r"/api/v0/instances/4242/",
-        Answer(200, {"instances": {"actual_status": "stopped", "intended_status": "stopped"}}),
-    )
+    vast_answers_stopped(standin)
     spec = write_spec(
         "refused",
         epochs=2,
@@ -105,6 +104,9 @@ def test_sigterm_pushes_the_newest_complete_checkpoint_within_five_seconds(
     spec = write_spec(
         "preempted",
         epochs=200,
+        # A checkpoint per epoch for 200 epochs is 9 GB by the auto estimate, more than a CI
+        # machine may have free; the signal ends the run after a few.
+        preflight={"disk": "600MB"},
         push={"hub": {"repo": "tester/preempted"}, "every": "15m"},
         finish={"action": "command", "command": ["touch", str(touched)]},
     )

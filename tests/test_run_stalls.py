@@ -84,6 +84,7 @@ def test_an_epoch_past_the_point_of_no_return_is_cut_and_the_staged_checkpoint_p
     spec = write_spec(
         "cut",
         epochs=100,
+        preflight={"disk": "600MB"},  # the budget ends it; never ask for 4.6 GB
         push={"dir": str(tmp_path / "volume")},
         budget={"wall_clock": "55s", "reserve": "15s"},
     )
@@ -107,7 +108,7 @@ def test_a_cancel_the_trainer_never_answers_is_bounded(
     tmp_path: Path, write_spec: SpecWriter
 ) -> None:
     state, lines = tmp_path / "state", list[str]()
-    spec = write_spec("deaf", epochs=100)
+    spec = write_spec("deaf", epochs=100, preflight={"disk": "600MB"})
     lifecycle, thread, done = start_lifecycle(spec, state, lines, stop_grace=3.0, hang_floor=600.0)
     wait_record(state, "deaf", lambda r: r["epoch"] >= 1, timeout=180)
     freeze_trainer(state, "deaf")

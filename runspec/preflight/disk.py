@@ -104,14 +104,29 @@ def disk_check(spec: Spec, run_dir: Path, data_root: Path, data_bytes: int) -> C
             "disk",
             f"the run needs {format_bytes(total)} ({'; '.join(parts)}) on {where}, "
             f"which has {format_bytes(free)} free",
-            "free space, attach a larger disk, or point output.project / dataset.extract_to "
-            "at a volume with room",
+            _disk_fix(spec),
         )
     summary = "; ".join(
         f"{format_bytes(t)} needed ({', '.join(p)}) of {format_bytes(f)} free on {w}"
         for w, t, p, f in by_fs.values()
     )
     return passed("disk", summary)
+
+
+def _disk_fix(spec: Spec) -> str:
+    where = "point output.project / dataset.extract_to at a volume with room"
+    if spec.preflight.disk is not None:
+        return f"free space, attach a larger disk, {where}, or lower preflight.disk"
+    epoch_files = checkpoint_count(spec.train.epochs, spec.train.save_period) - 2
+    fewer = (
+        f"raise train.save_period (it keeps {epoch_files} epoch_N.pt files), "
+        if epoch_files > 10
+        else ""
+    )
+    return (
+        f"free space, attach a larger disk, {fewer}{where}, or set preflight.disk to "
+        "what the run will really write (a budget that ends it early writes less)"
+    )
 
 
 @dataclass(frozen=True)

@@ -124,7 +124,8 @@ def test_system_shutdown_mid_run_pushes_the_newest_checkpoint_first(
         "  save_period: 1\n  args: {pretrained: false, workers: 0, eval_interval: 1}\n"
         "push:\n  dir: pushed\n  every: 1h\n"
         "budget:\n  wall_clock: 15m\n"
-        "preflight: {matmul: false, collective: false}\n"
+        # 200 checkpoints would be 9 GB by the auto estimate; the test stops it after a few.
+        "preflight: {matmul: false, collective: false, disk: 600MB}\n"
         "finish:\n  action: none\n"
     )
     c.sh("systemctl start runspecd")
