@@ -131,6 +131,10 @@ def arm(
         at = fire_time(record, spec)
     except ValueError as exc:
         return FailsafeState(False, unit, None, [], str(exc))
+    # Re-armed after its time (the daemon came back late): an OnCalendar= time in the past
+    # never elapses, so the timer would wait forever. Fire a grace after now instead, which
+    # still leaves the live lifecycle its chance to act first.
+    at = max(at, clock.time() + GRACE_S)
     argv = arm_command(spec, paths, at, dry_run=dry_run)
     if not systemd_running(root):
         state = FailsafeState(

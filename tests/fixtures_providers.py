@@ -98,6 +98,18 @@ class StandIn:
         ]
 
 
+def vast_answers_stopped(standin: StandIn, instance: str = "4242") -> None:
+    """vast.ai's API for one instance that accepts a stop or a destroy and then reads stopped."""
+    path = rf"/api/v0/instances/{instance}/"
+    standin.on("DELETE", path, Answer(200, {"success": True}))
+    standin.on("PUT", path, Answer(200, {"success": True}))
+    standin.on(
+        "GET",
+        path,
+        Answer(200, {"instances": {"actual_status": "stopped", "intended_status": "stopped"}}),
+    )
+
+
 def _handler(stand_in: StandIn) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def _serve(self) -> None:

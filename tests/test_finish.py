@@ -23,7 +23,7 @@ from runspec.model import Spec
 from runspec.paths import RunPaths
 from runspec.providers.vast import Vast
 from runspec.state import PushRecord, RecordStore, RunRecord, RunStatus
-from tests.fixtures_providers import Answer, StandIn
+from tests.fixtures_providers import Answer, StandIn, vast_answers_stopped
 
 VAST_KEY = "vast-key-finish-test"
 
@@ -90,16 +90,6 @@ def host(root: Path, env: dict[str, str], script: Path | None = None, **kw: obje
 
 def vast_env(provider_env: dict[str, str]) -> dict[str, str]:
     return {**provider_env, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": VAST_KEY}
-
-
-def vast_routes(standin: StandIn) -> None:
-    standin.on("DELETE", r"/api/v0/instances/4242/", Answer(200, {"success": True}))
-    standin.on("PUT", r"/api/v0/instances/4242/", Answer(200, {"success": True}))
-    standin.on(
-        "GET",
-        r"/api/v0/instances/4242/",
-        Answer(200, {"instances": {"actual_status": "stopped", "intended_status": "stopped"}}),
-    )
 
 
 def finish(
@@ -190,7 +180,7 @@ def test_dry_run_only_prints(
     assert cmd.ok and cmd.dry_run and not marker.exists()
     assert out.lines[-1].startswith("finish (dry run, nothing done): would run")
 
-    vast_routes(standin)
+    vast_answers_stopped(standin)
     destroy, out = finish(
         make_spec("{action: destroy, provider: vast}"),
         verified=True,
@@ -208,7 +198,7 @@ def test_dry_run_only_prints(
 def test_verified_destroy_goes_through_the_provider(
     host_root: Path, standin: StandIn, provider_env: dict[str, str]
 ) -> None:
-    vast_routes(standin)
+    vast_answers_stopped(standin)
     standin.on("GET", r"/api/v0/instances/4242/", Answer(404, {"error": "gone"}))
     result, out = finish(
         make_spec("{action: destroy, provider: vast}"),
@@ -233,7 +223,7 @@ def test_unverified_weights_are_never_destroyed(
     standin: StandIn,
     provider_env: dict[str, str],
 ) -> None:
-    vast_routes(standin)
+    vast_answers_stopped(standin)
     result, out = finish(
         make_spec(f"{{action: destroy, provider: vast, unverified: {unverified}}}"),
         verified=False,
@@ -267,7 +257,7 @@ def test_auto_stops_or_destroys_by_the_break_even(
     standin: StandIn,
     provider_env: dict[str, str],
 ) -> None:
-    vast_routes(standin)
+    vast_answers_stopped(standin)
     if method == "DELETE":
         standin.on("GET", r"/api/v0/instances/4242/", Answer(404, {"error": "gone"}))
     storage = (
@@ -332,7 +322,7 @@ def test_a_provider_that_refuses_leaves_the_machine_running_loudly(
 def test_an_unconfirmed_destroy_is_not_ok(
     host_root: Path, standin: StandIn, provider_env: dict[str, str]
 ) -> None:
-    vast_routes(standin)
+    vast_answers_stopped(standin)
     standin.on(
         "GET",
         r"/api/v0/instances/4242/",
@@ -479,6 +469,20 @@ def test_failsafe_arms_a_transient_timer_at_deadline_plus_overrun(tmp_path: Path
     assert failsafe.disarm(spec, paths, runner=runner, root=root)
     assert runner.calls[-1] == ["systemctl", "stop", "runspec-failsafe-fs1.timer"]
     assert not (paths.job_dir / "failsafe.json").exists()
+
+
+def test_failsafe_rearmed_past_its_time_fires_a_grace_after_now(tmp_path: Path) -> None:
+    clock = ManualClock(start=1_800_000_000.0)  # 2027-01-15 08:00:00 UTC
+    spec = make_spec("{action: destroy, provider: vast, unverified: stop}", name="late")
+    paths, record = started(spec, tmp_path / "state", clock)
+    root = tmp_path / "sysroot"
+    (root / "run/systemd/system").mkdir(parents=True)
+    clock.advance(3600)  # the daemon comes back an hour later: deadline + overrun long gone
+    runner = Recorder()
+    state = failsafe.arm(spec, paths, record, clock=clock, runner=runner, root=root)
+    # A calendar time in the past would never elapse; now + 2 min grace will.
+    assert state.armed and state.fire_at == utc_iso(1_800_000_000.0 + 3600 + 120)
+    assert "--on-calendar=2027-01-15 09:02:00 UTC" in runner.calls[1]
 
 
 def test_failsafe_without_systemd_is_a_no_op_that_says_so(tmp_path: Path) -> None:
