@@ -7,6 +7,8 @@ import os
 import time
 from pathlib import Path
 
+from runspec.daemon.queue import arrival
+from runspec.state import RecordStore
 from tests.fixtures_daemon import DaemonProc, drop, spec_text, wait_until
 
 
@@ -51,6 +53,26 @@ def test_files_present_before_start_are_picked_up(make_daemon, daemon_dirs) -> N
     daemon: DaemonProc = make_daemon().start()
     daemon.wait_ready()
     wait_until(lambda: _accepted(daemon, "early"), what="the run's record")
+
+
+def test_files_present_before_start_queue_in_the_order_they_were_written(
+    make_daemon, daemon_dirs
+) -> None:  # type: ignore[no-untyped-def]
+    _, inbox = daemon_dirs
+    order = ["mike", "zulu", "alpha", "quebec", "bravo"]  # neither by name nor reversed
+    written = time.time() - 30
+    for i, name in enumerate(order):
+        path = drop(inbox, f"{name}.yaml", spec_text(name))
+        os.utime(path, (written + i, written + i))
+    daemon: DaemonProc = make_daemon().start()
+    daemon.wait_ready()
+    wait_until(lambda: all(_accepted(daemon, n) for n in order), what="all five records")
+    store = RecordStore(daemon.state)
+    assert [r.name for r in sorted(store.all(), key=lambda r: arrival(store, r))] == order
+    # The first written is the first run out of the queue.
+    wait_until(lambda: any(r.started_at for r in store.all()), what="a run to start")
+    started = [r for r in store.all() if r.started_at is not None]
+    assert min(started, key=lambda r: (r.started_at, arrival(store, r))).name == "mike"
 
 
 def test_in_place_writer_is_waited_for(make_daemon) -> None:  # type: ignore[no-untyped-def]

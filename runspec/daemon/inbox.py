@@ -158,13 +158,18 @@ class Inbox:
     def scan(self) -> None:
         """Pick up files that arrived unseen (before start, or an inotify overflow)."""
         try:
-            entries = list(os.scandir(self.inbox))
+            entries = [
+                (entry.stat(follow_symlinks=False).st_mtime_ns, entry.name)
+                for entry in os.scandir(self.inbox)
+                if entry.is_file(follow_symlinks=False) and is_candidate(entry.name)
+            ]
         except OSError as exc:
             log.warning("cannot scan the inbox %s: %s", self.inbox, exc)
             return
-        for entry in entries:
-            if entry.is_file(follow_symlinks=False) and is_candidate(entry.name):
-                self._touch(entry.name, complete=False)
+        # First come, first served: a directory lists its files in no useful order (tmpfs
+        # newest first, ext4 by hash), so files found by a scan queue in the order written.
+        for _, name in sorted(entries):
+            self._touch(name, complete=False)
 
     def note(self, kind: str, name: str) -> None:
         if kind == "deleted":

@@ -31,25 +31,27 @@ def clear_cancel(state: Path, name: str) -> None:
     cancel_path(state, name).unlink(missing_ok=True)
 
 
-def _arrival(store: RecordStore, record: RunRecord) -> tuple[str, int, str]:
-    # queued_at has one-second resolution; the record file's creation order breaks ties.
+def arrival(store: RecordStore, record: RunRecord) -> tuple[str, int, str]:
+    """The queue's order. queued_at has one-second resolution; ties go by when the spec was
+    accepted (its copy in the job folder is written once; the folder's own ctime is not a
+    creation time: it moves with every record write)."""
     try:
-        ctime = store.path(record.name).parent.stat().st_ctime_ns
+        accepted = (store.path(record.name).parent / "spec.yaml").stat().st_mtime_ns
     except FileNotFoundError:
-        ctime = 0
-    return (record.queued_at or "", ctime, record.name)
+        accepted = 0
+    return (record.queued_at or "", accepted, record.name)
 
 
 def in_flight(store: RecordStore) -> list[RunRecord]:
     """Runs a previous daemon left under way (not queued, not finished): resumed first."""
     return sorted(
         (r for r in store.all() if r.status not in (RunStatus.QUEUED, RunStatus.FINISHED)),
-        key=lambda r: _arrival(store, r),
+        key=lambda r: arrival(store, r),
     )
 
 
 def queued(store: RecordStore) -> list[RunRecord]:
     return sorted(
         (r for r in store.all() if r.status is RunStatus.QUEUED),
-        key=lambda r: _arrival(store, r),
+        key=lambda r: arrival(store, r),
     )
