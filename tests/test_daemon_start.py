@@ -8,7 +8,9 @@ import signal
 import time
 from pathlib import Path
 
-from tests.fixtures_daemon import DaemonProc, spec_text, wait_until
+import pytest
+
+from tests.fixtures_daemon import DaemonProc, drop, spec_text, wait_until
 
 
 def test_ready_watchdog_and_status_over_the_notify_socket(make_daemon) -> None:  # type: ignore[no-untyped-def]
@@ -150,3 +152,31 @@ def test_idle_finish_after_a_run_ended_survives_a_daemon_kill(make_daemon, tmp_p
     assert "applying the idle finish (command)" in second.output
     record = json.loads((second.state / "jobs/short/record.json").read_text())
     assert record["finish"]["idle_finish"]["action"] == "command"
+
+
+@pytest.mark.parametrize("how", ["--dry-run", "finish_dry_run: true"])
+def test_a_dry_run_daemon_prints_the_finish_and_does_nothing(  # type: ignore[no-untyped-def]
+    make_daemon, tmp_path: Path, how: str
+) -> None:
+    marker = tmp_path / "finished-the-machine"
+    config = None
+    if how.startswith("finish_dry_run"):
+        config = tmp_path / "runspecd.yaml"
+        config.write_text(how + "\n")
+        os.chmod(config, 0o600)
+    daemon: DaemonProc = make_daemon(config=config)
+    # The run fails at its dataset at once; its finish would then run the command.
+    text = spec_text("dry").replace(
+        "finish:\n  action: none\n",
+        f"finish:\n  action: command\n  command: [/usr/bin/touch, {marker}]\n",
+    )
+    drop(daemon.inbox, "dry.yaml", text)
+    daemon.start("--once", *([how] if how == "--dry-run" else []))
+    assert daemon.wait() == 0, daemon.output
+    assert f"dry: finish (dry run, nothing done): would run ['/usr/bin/touch', '{marker}']" in (
+        daemon.output
+    )
+    assert not marker.exists(), "a dry run ran the finish"
+    record = json.loads((daemon.state / "jobs/dry/record.json").read_text())
+    assert record["status"] == "finished"
+    assert record["finish"]["dry_run"] is True and record["finish"]["action"] == "command"

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from runspec.accept import accept
 from runspec.clock import SYSTEM, utc_iso
 from runspec.loader import load_spec_text
 from runspec.state import PushRecord, RecordStore, RunStatus
-from tests.fixtures_daemon import REPO, spec_text
+from tests.fixtures_daemon import REPO, spec_text, wait_until
 
 
 def _runspec(*args: str) -> subprocess.CompletedProcess[str]:
@@ -81,6 +83,41 @@ def test_status_table_and_json(tmp_path: Path) -> None:
     assert [r["name"] for r in rows] == ["alpha"]
     assert rows[0]["epoch"] == 12 and rows[0]["last_push"]["epoch"] == 10
     assert 3 * 3600 - 120 < rows[0]["budget_left_seconds"] <= 3 * 3600
+
+
+def test_status_watch_redraws_as_the_run_moves_and_ends_on_ctrl_c(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    _training(state, "delta")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runspec", "status", "--watch", "--state", str(state)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(proc.stdout or ()), daemon=True)
+    reader.start()
+
+    def screens_with(text: str) -> int:
+        return sum(text in line for line in list(seen))
+
+    try:
+        wait_until(lambda: screens_with("12/100"), timeout=30, what="the first screen")
+        store = RecordStore(state)
+        record = store.load("delta")
+        assert record is not None
+        record.epoch = 13
+        store.save(record)
+        # A later redraw shows the new epoch, each screen starting with a clear.
+        wait_until(lambda: screens_with("13/100"), timeout=30, what="a redraw with epoch 13")
+        assert screens_with("\x1b[H\x1b[2J") >= 2
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=30)
+    assert code == 130
+    assert "Traceback" not in proc.stderr.read()
 
 
 def test_status_of_an_unknown_run_is_a_usage_error(tmp_path: Path) -> None:
