@@ -20,6 +20,7 @@ import re
 import signal
 import sys
 import traceback
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -46,6 +47,18 @@ class TrainingStopped(Exception):
     """Raised by the callback to end training at an epoch boundary, on purpose."""
 
 
+def weights_files(run_dir: Path) -> dict[str, FileStat]:
+    """Size and mtime of every weights/*.pt of the run folder, by run-relative path."""
+    weights = run_dir / "weights"
+    files: dict[str, FileStat] = {}
+    for path in sorted(weights.glob("*.pt")) if weights.is_dir() else []:
+        try:
+            files[f"weights/{path.name}"] = FileStat.of(path)
+        except OSError:
+            continue
+    return files
+
+
 class StopControl:
     """LibreYOLO callback. Module-level and plain so it pickles into the rank-0 worker."""
 
@@ -61,13 +74,7 @@ class StopControl:
     def on_train_epoch_end(self, event: Any) -> None:
         now = SYSTEM.time()
         ctl = Path(self.control_dir)
-        weights = Path(event.save_dir) / "weights"
-        files: dict[str, FileStat] = {}
-        for path in sorted(weights.glob("*.pt")) if weights.is_dir() else []:
-            try:
-                files[f"weights/{path.name}"] = FileStat.of(path)
-            except OSError:
-                continue
+        files = weights_files(Path(event.save_dir))
         # The whole epoch as the deadline sees it: training, validation and checkpoint saves.
         took = float(event.epoch_seconds)
         if self.last_end is not None:
@@ -235,6 +242,12 @@ def run(job: TrainJob) -> TrainerResult:
         )
     marker = control.read_epoch_marker(ctl)
     save_dir = results.get("save_dir") if isinstance(results, dict) else None
+    if marker is not None:
+        # LibreYOLO writes some weights after the last epoch's callback (average.pt with
+        # average_best): vouch for them now that no writer is left, or they never count as
+        # complete and are never pushed.
+        files = weights_files(Path(save_dir or job.run_dir))
+        control.write_epoch_marker(ctl, replace(marker, time=SYSTEM.time(), files=files))
     return TrainerResult(
         outcome=TrainerOutcome.COMPLETED,
         epochs_completed=marker.epoch if marker is not None else 0,

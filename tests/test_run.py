@@ -63,6 +63,34 @@ def test_a_clean_run_completes_and_its_weights_are_verified_in_the_push_folder(
     ]
 
 
+def test_weights_written_after_the_last_epoch_are_pushed_too(
+    tmp_path: Path, write_spec: SpecWriter
+) -> None:
+    # average_best: LibreYOLO writes weights/average.pt after the last epoch's callback, so
+    # only the trainer's completion marker vouches for it.
+    spec = write_spec(
+        "averaged",
+        epochs=2,
+        train={"args": {"average_best": 2}},
+        push={
+            "dir": str(tmp_path / "volume"),
+            "files": ["weights/last.pt", "weights/average.pt", "train.log"],
+        },
+    )
+    state = tmp_path / "state"
+    code, out = finish_run(start_run(spec, state))
+    assert code == 0, out
+    average = state / "runs" / "averaged" / "weights" / "average.pt"
+    assert average.is_file(), "LibreYOLO wrote no average.pt: the test proves nothing"
+    pushed = tmp_path / "volume" / "averaged" / "weights" / "average.pt"
+    assert pushed.is_file(), out
+    assert sha256(pushed) == sha256(average)
+    manifest = json.loads(
+        (tmp_path / "volume" / "averaged" / "runspec" / "manifest.json").read_text()
+    )
+    assert "weights/average.pt" in {entry["path"] for entry in manifest["files"]}
+
+
 def test_a_libreyolo_error_fails_the_run_without_retrying_and_still_pushes_its_logs(
     tmp_path: Path, write_spec: SpecWriter
 ) -> None:
