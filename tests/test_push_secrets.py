@@ -51,3 +51,30 @@ def test_token_appears_nowhere(
     leaks = [(r.name, r.getMessage()[:300]) for r in caplog.records if hub_token in r.getMessage()]
     assert leaks == []
     assert any("***" in line for line in run.lines)  # the echoed token was there, blanked
+
+
+def test_an_unexpected_failure_logs_a_scrubbed_traceback(
+    hub_server: HubServer,
+    hub_token: str,
+    make_run: MakeRun,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    run = make_run()
+    run.epoch(1)
+    pusher = run.pusher(retry_base=3600.0)
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError(f"a bug that quotes the header Authorization: Bearer {hub_token}")
+
+    monkeypatch.setattr(pusher.target, "push", broken)
+    assert pusher.push_now(final=False, timeout=60) is None
+    pusher.stop()
+    error = run.reload().push_error
+    assert error is not None and "RuntimeError" in error and hub_token not in error
+    (debug,) = [r for r in caplog.records if r.getMessage().startswith("push failed:\n")]
+    # The traceback is in the message, scrubbed; none is attached for a handler to format.
+    assert debug.exc_info is None
+    assert "Traceback (most recent call last)" in debug.getMessage()
+    assert "Bearer ***" in debug.getMessage() and hub_token not in debug.getMessage()

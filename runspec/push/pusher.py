@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.model import Spec
 from runspec.paths import RunPaths
 from runspec.push import jobs
-from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
+from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line, scrub
 from runspec.push.collect import MANIFEST, Stager, is_immutable
 from runspec.push.manifest import Manifest, ManifestEntry
 from runspec.state import PushRecord, RecordStore, RunRecord
@@ -240,7 +241,8 @@ class Pusher:
         except Exception as exc:  # one failed push, whatever the cause, must not end the worker
             message = str(exc) if isinstance(exc, PushFailed) else one_line(exc)
             if not isinstance(exc, PushFailed):
-                log.debug("push failed", exc_info=True)
+                # The traceback's frames can quote a request's headers: scrubbed like the rest.
+                log.debug("push failed:\n%s", scrub(traceback.format_exc()))
             self._failed(message)
             return None
         return pushed
