@@ -145,16 +145,22 @@ class Handler(BaseHTTPRequestHandler):
         self._bytes_in += len(data)
         return data
 
+    def _chunks(self, left: int) -> Iterator[bytes]:
+        """Up to `left` bytes of the request body, a chunk at a time, counted as they come."""
+        while left > 0:
+            chunk = self.rfile.read(min(CHUNK, left))
+            if not chunk:
+                return
+            left -= len(chunk)
+            self._bytes_in += len(chunk)
+            yield chunk
+
     def _drain(self, partial: bool = False) -> None:
         left = self._length()
         if partial:  # read some of it, as a connection cut mid-upload would
             left = min(left, 64 * 1024)
-        while left > 0:
-            chunk = self.rfile.read(min(CHUNK, left))
-            if not chunk:
-                break
-            left -= len(chunk)
-            self._bytes_in += len(chunk)
+        for _ in self._chunks(left):
+            pass
 
     def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
         self._status = status
@@ -272,12 +278,8 @@ class Handler(BaseHTTPRequestHandler):
         fd, tmp = tempfile.mkstemp(dir=self.hub.storage / "tmp")
         try:
             with os.fdopen(fd, "wb") as fh:
-                while left > 0:
-                    chunk = self.rfile.read(min(CHUNK, left))
-                    if not chunk:
-                        break
+                for chunk in self._chunks(left):
                     left -= len(chunk)
-                    self._bytes_in += len(chunk)
                     digest.update(chunk)
                     fh.write(chunk)
                 with self.hub._lock:

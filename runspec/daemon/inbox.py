@@ -166,8 +166,8 @@ class Inbox:
         except OSError as exc:
             log.warning("cannot scan the inbox %s: %s", self.inbox, exc)
             return
-        # First come, first served: a directory lists its files in no useful order (tmpfs
-        # newest first, ext4 by hash), so files found by a scan queue in the order written.
+        # First come, first served: a directory lists its files in no useful order (ext4 by
+        # hash), so files found by a scan queue in the order they were written.
         for _, name in sorted(entries):
             self._touch(name, complete=False)
 
