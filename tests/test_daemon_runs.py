@@ -29,7 +29,9 @@ def tiny(name: str, epochs: int) -> str:
         "  args: {pretrained: false, workers: 0, eval_interval: 1, patience: 0, amp: false}\n"
         "push:\n  dir: pushed\n  every: 1m\n"
         "budget:\n  wall_clock: 30m\n  hourly_cost: 3.4828\n"
-        "preflight: {matmul: false, collective: false, doctor: false}\n"
+        # disk: what these short runs write, whatever the test machine has free (the auto
+        # estimate for 50 epochs with a checkpoint each is 2.4 GB).
+        "preflight: {matmul: false, collective: false, doctor: false, disk: 600MB}\n"
         "finish:\n  action: none\n"
         # One OpenMP thread: the test machine's two cores are shared.
         "env: {OMP_NUM_THREADS: 1}\n"
@@ -46,6 +48,25 @@ def _record(state: Path, name: str) -> dict[str, Any]:
 
 def _finished(state: Path, name: str) -> bool:
     return _record(state, name).get("status") == "finished"
+
+
+def _training(make_daemon: Any, name: str, epochs: int) -> DaemonProc:
+    """A daemon with the tiny run `name` past its first epoch."""
+    daemon: DaemonProc = make_daemon()
+    daemon.start()
+    daemon.wait_ready()
+    drop(daemon.inbox, f"{name}.yaml", tiny(name, epochs))
+    wait_until(
+        lambda: _record(daemon.state, name).get("epoch", 0) >= 1,
+        timeout=TRAIN_BOUND,
+        what="the first epoch",
+    )
+    return daemon
+
+
+def _trainer_pid(state: Path, name: str) -> int:
+    trainer = json.loads((state / "jobs" / name / "trainer.json").read_text())
+    return int(trainer["identity"]["pid"])
 
 
 @pytest.mark.timeout(1200)
@@ -70,20 +91,11 @@ def test_two_specs_run_one_after_the_other(make_daemon) -> None:  # type: ignore
 
 @pytest.mark.timeout(1200)
 def test_sigkill_mid_training_the_trainer_survives_and_the_run_completes(make_daemon) -> None:  # type: ignore[no-untyped-def]
-    first: DaemonProc = make_daemon()
-    first.start()
-    first.wait_ready()
-    drop(first.inbox, "survivor.yaml", tiny("survivor", 6))
-    wait_until(
-        lambda: _record(first.state, "survivor").get("epoch", 0) >= 1,
-        timeout=TRAIN_BOUND,
-        what="the first epoch",
-    )
+    first = _training(make_daemon, "survivor", 6)
     # systemd's status line says what runs: `training survivor epoch 1/6, 29m..s left, ...`.
     status = first.notify.wait_for("STATUS=training survivor epoch ")
     assert "/6, " in status and " left" in status
-    trainer = json.loads((first.state / "jobs" / "survivor" / "trainer.json").read_text())
-    pid = int(trainer["identity"]["pid"])
+    pid = _trainer_pid(first.state, "survivor")
     first.signal(signal.SIGKILL)
     first.wait()
     os.kill(pid, 0)  # the trainer outlived the daemon (raises if it is gone)
@@ -104,17 +116,8 @@ def test_sigkill_mid_training_the_trainer_survives_and_the_run_completes(make_da
 
 @pytest.mark.timeout(1200)
 def test_a_run_that_ended_while_no_daemon_ran_is_completed_on_restart(make_daemon) -> None:  # type: ignore[no-untyped-def]
-    first: DaemonProc = make_daemon()
-    first.start()
-    first.wait_ready()
-    drop(first.inbox, "orphan.yaml", tiny("orphan", 3))
-    wait_until(
-        lambda: _record(first.state, "orphan").get("epoch", 0) >= 1,
-        timeout=TRAIN_BOUND,
-        what="the first epoch",
-    )
-    trainer = json.loads((first.state / "jobs" / "orphan" / "trainer.json").read_text())
-    pid = int(trainer["identity"]["pid"])
+    first = _training(make_daemon, "orphan", 3)
+    pid = _trainer_pid(first.state, "orphan")
     first.signal(signal.SIGKILL)
     first.wait()
 
@@ -138,15 +141,7 @@ def test_a_run_that_ended_while_no_daemon_ran_is_completed_on_restart(make_daemo
 
 @pytest.mark.timeout(1200)
 def test_cancel_a_training_run_stops_at_the_boundary_and_pushes(make_daemon) -> None:  # type: ignore[no-untyped-def]
-    daemon: DaemonProc = make_daemon()
-    daemon.start()
-    daemon.wait_ready()
-    drop(daemon.inbox, "long.yaml", tiny("long", 50))
-    wait_until(
-        lambda: _record(daemon.state, "long").get("epoch", 0) >= 1,
-        timeout=TRAIN_BOUND,
-        what="the first epoch",
-    )
+    daemon = _training(make_daemon, "long", 50)
     out = subprocess.run(
         [sys.executable, "-m", "runspec", "cancel", "long", "--state", str(daemon.state)],
         capture_output=True,

@@ -430,12 +430,18 @@ def started(spec: Spec, state: Path, clock: ManualClock) -> tuple[RunPaths, RunR
     return RunPaths.for_spec(spec, state), record
 
 
+def systemd_root(tmp_path: Path) -> Path:
+    """A file-system root on which systemd looks like PID 1 (run/systemd/system exists)."""
+    root = tmp_path / "sysroot"
+    (root / "run/systemd/system").mkdir(parents=True)
+    return root
+
+
 def test_failsafe_arms_a_transient_timer_at_deadline_plus_overrun(tmp_path: Path) -> None:
     clock = ManualClock(start=1_800_000_000.0)  # 2027-01-15 08:00:00 UTC
     spec = make_spec("{action: destroy, provider: vast, unverified: stop}", name="fs1")
     paths, record = started(spec, tmp_path / "state", clock)
-    root = tmp_path / "sysroot"
-    (root / "run/systemd/system").mkdir(parents=True)
+    root = systemd_root(tmp_path)
     runner = Recorder()
 
     state = failsafe.arm(spec, paths, record, clock=clock, runner=runner, root=root)
@@ -475,8 +481,7 @@ def test_failsafe_rearmed_past_its_time_fires_a_grace_after_now(tmp_path: Path) 
     clock = ManualClock(start=1_800_000_000.0)  # 2027-01-15 08:00:00 UTC
     spec = make_spec("{action: destroy, provider: vast, unverified: stop}", name="late")
     paths, record = started(spec, tmp_path / "state", clock)
-    root = tmp_path / "sysroot"
-    (root / "run/systemd/system").mkdir(parents=True)
+    root = systemd_root(tmp_path)
     clock.advance(3600)  # the daemon comes back an hour later: deadline + overrun long gone
     runner = Recorder()
     state = failsafe.arm(spec, paths, record, clock=clock, runner=runner, root=root)
