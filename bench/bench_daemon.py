@@ -61,7 +61,7 @@ def main() -> int:
     state.mkdir(mode=0o700)
     inbox.mkdir(mode=0o700)
     log = (tmp / "daemon.log").open("w")
-    cmd = [sys.executable, "-m", "runspec.daemon", "--state", str(state), "--inbox", str(inbox)]
+    cmd = [sys.executable, "-m", "runspec", "daemon", "--state", str(state), "--inbox", str(inbox)]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
     try:
         ps = psutil.Process(proc.pid)

@@ -26,7 +26,8 @@ from types import MappingProxyType
 
 import psutil
 
-from runspec.launcher import TrainJob, start
+from runspec.control import TrainJob
+from runspec.launcher import start
 from runspec.model import BudgetSpec, DatasetSpec, Spec, SyntheticDataset, TrainSpec
 from runspec.paths import RunPaths
 from runspec.synthetic import generate

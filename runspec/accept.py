@@ -1,8 +1,11 @@
-"""Accepting a spec: its job folder, its provenance, and the same-name rule.
+"""Accepting a spec: its job folder, where its files will go, its provenance, and the same-name
+rule.
 
 A name is a run's identity and its folder. A spec whose name is taken is resumed only when it
 is the same spec (same sha256) and its run is unfinished; otherwise it is refused, so an
-earlier run's folder is never overwritten.
+earlier run's folder is never overwritten. Where the run folder and the data go is decided here,
+once (`paths.json`): the spec's own choice, else the daemon config's `runs:`/`data:`, so the
+folder the guard checks is the folder the run trains in.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.errors import RunspecError
 from runspec.model import Spec
 from runspec.paths import RunPaths
-from runspec.state import RecordStore, RunRecord, RunStatus
+from runspec.state import DamagedRecord, RecordStore, RunRecord, RunStatus
 
 
 class NameTaken(RunspecError):
@@ -28,25 +31,40 @@ def accept(
     state_dir: Path,
     provenance: dict[str, Any] | None = None,
     clock: Clock = SYSTEM,
+    *,
+    runs: Path | None = None,
+    data: Path | None = None,
 ) -> RunRecord:
     """Queue a spec: returns its record, new or (same spec, unfinished) the existing one."""
+    state_dir = state_dir.absolute()
     store = RecordStore(state_dir, clock)
-    paths = RunPaths.for_spec(spec, state_dir)
-    existing = store.load(spec.name)
+    try:
+        existing = store.load(spec.name)
+    except DamagedRecord as exc:
+        raise NameTaken(
+            f"a run named {spec.name!r} exists but its record is damaged ({exc.reason}); "
+            f"give this run another name, or `runspec rm {spec.name}` the old one"
+        ) from exc
     if existing is not None:
         if existing.spec_sha256 != spec.sha256:
             raise NameTaken(
                 f"a run named {spec.name!r} already exists with another spec "
                 f"(sha256 {existing.spec_sha256[:12]}, this one {spec.sha256[:12]}); "
-                "give this run another name"
+                f"give this run another name, or `runspec rm {spec.name}` the old one"
             )
         if existing.status is RunStatus.FINISHED:
             ended = existing.termination.value if existing.termination else "ended"
             raise NameTaken(
-                f"run {spec.name!r} already finished ({ended}); "
-                "give the new run another name to keep the old one's folder"
+                f"run {spec.name!r} already finished ({ended}); give the new run another "
+                f"name, or `runspec rm {spec.name}` the old one (its weights stay)"
             )
         return existing
+    if store.damaged(spec.name) is not None:
+        raise NameTaken(
+            f"run {spec.name!r} was set aside as damaged; give this run another name, or "
+            f"`runspec rm {spec.name}` the old one"
+        )
+    paths = RunPaths.decide(spec, state_dir, runs=runs, data=data)
     if paths.run_dir.exists() and any(paths.run_dir.iterdir()):
         raise NameTaken(
             f"{paths.run_dir} already holds another run's files; "
@@ -54,11 +72,11 @@ def accept(
         )
     paths.job_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(paths.job_dir, 0o700)
-    spec_file = paths.job_dir / "spec.yaml"
-    spec_file.write_text(spec.text)
+    paths.save()
+    paths.spec_file.write_text(spec.text)
     received = utc_iso(clock.time())
     write_json_atomic(
-        paths.job_dir / "provenance.json",
+        paths.provenance_file,
         {
             "name": spec.name,
             "sha256": spec.sha256,

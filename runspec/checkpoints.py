@@ -15,11 +15,11 @@ import os
 import re
 import shutil
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from runspec.atomic import fsync_dir
-from runspec.control import FileStat, read_epoch_marker
+from runspec.control import EpochMarker, FileStat, read_epoch_marker, write_epoch_marker
 
 _EPOCH_FILE = re.compile(r"^epoch_(\d+)\.pt$")
 
@@ -42,7 +42,7 @@ _VERDICTS: dict[tuple[str, int, int, int], bool] = {}
 _VERDICTS_MAX = 4096
 
 
-def _is_intact_cached(path: Path) -> bool:
+def is_intact_cached(path: Path) -> bool:
     try:
         st = path.stat()
     except OSError:
@@ -92,7 +92,7 @@ def complete_checkpoints(run_dir: Path, control_dir: Path) -> list[CheckpointFil
         path = run_dir / relpath
         if _stat_or_none(path) != recorded:
             continue  # rewritten since (or being rewritten now), or gone
-        if not _is_intact_cached(path):
+        if not is_intact_cached(path):
             continue
         if _stat_or_none(path) != recorded:
             continue  # changed while we read it
@@ -107,20 +107,49 @@ def complete_checkpoints(run_dir: Path, control_dir: Path) -> list[CheckpointFil
     return found
 
 
+def vouch_after_exit(run_dir: Path, control_dir: Path, now: float) -> bool:
+    """With no trainer left to write, every whole checkpoint in `weights/` is complete: let the
+    epoch marker vouch for them all, so a last.pt written after the last marker (a trainer that
+    died, or resumed and died again) is pushed, not stranded. True when the marker changed.
+
+    Only for a trainer known to be gone: a file still being written fails the zip check anyway.
+    """
+    weights = run_dir / "weights"
+    files: dict[str, FileStat] = {}
+    for path in sorted(weights.glob("*.pt")) if weights.is_dir() else []:
+        stat = _stat_or_none(path)
+        if stat is not None and is_intact(path) and _stat_or_none(path) == stat:
+            files[f"weights/{path.name}"] = stat
+    marker = read_epoch_marker(control_dir)
+    if marker is None:
+        if not files:
+            return False
+        marker = EpochMarker(epoch=0, total_epochs=0, epoch_seconds=0.0, validated=False, time=now)
+    if files == marker.files:
+        return False
+    write_epoch_marker(control_dir, replace(marker, time=now, files=files))
+    return True
+
+
 def stage_copy(run_dir: Path, item: CheckpointFile, staged_dir: Path) -> Path | None:
     """Copy a complete checkpoint to `staged_dir/relpath`, atomically.
 
-    Returns None (and leaves nothing behind) when the source changed before or during the
-    copy, or the copy is not a sound archive: the caller tries again after the next epoch.
+    Returns None (and leaves nothing behind) when the source changed or vanished before or
+    during the copy, or the copy is not a sound archive: the caller tries again after the next
+    epoch. A failed write (a full disk) raises OSError: it must never pass for "nothing new".
     """
     source = run_dir / item.relpath
     target = staged_dir / item.relpath
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.partial")
+    if _stat_or_none(source) != item.stat:
+        return None
     try:
-        if _stat_or_none(source) != item.stat:
-            return None
-        with source.open("rb") as src, tmp.open("wb") as dst:
+        src = source.open("rb")
+    except FileNotFoundError:
+        return None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with src, tmp.open("wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
             dst.flush()
             os.fsync(dst.fileno())
@@ -131,8 +160,6 @@ def stage_copy(run_dir: Path, item: CheckpointFile, staged_dir: Path) -> Path | 
         os.replace(tmp, target)
         fsync_dir(target.parent)
         return target
-    except OSError:
-        return None
     finally:
         tmp.unlink(missing_ok=True)
 

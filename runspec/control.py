@@ -10,32 +10,107 @@ because the trainer must keep obeying after its supervisor died or restarted.
     <control_dir>/stopping    written by the callback as it stops training (the reason)
     <control_dir>/result.json how the trainer ended, written just before it exits
 
-Stdlib only: the daemon and the pusher import this without torch.
+The trainer's job (`TrainJob`, the JSON it is started with) is part of the same contract. Light:
+the daemon and the pusher import this without torch, and the trainer imports it without any
+of the parent's side (launcher, lifecycle, daemon).
 """
 
 from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from runspec.atomic import write_text
+from runspec.model import Spec
+from runspec.paths import RunPaths
 
 STOP_FILE = "stop"
 DEADLINE_FILE = "deadline"
 EPOCH_MARKER_FILE = "epoch.json"
 RESULT_FILE = "result.json"
 STOPPING_FILE = "stopping"
+TRAINER_LOCK_FILE = "trainer.lock"  # held by the one live trainer of the run
+CONSOLE_LOG = "console.log"  # the trainer's stdout and stderr, in the run folder
 
 # The trainer's exit codes; result.json says the same in words.
 EXIT_COMPLETED = 0
 EXIT_FAILED = 1
 EXIT_BAD_JOB = 2
 EXIT_STOPPED = 3
+EXIT_DUPLICATE = 4  # another trainer holds the run's trainer lock: this one never started
 EXIT_SECOND_SIGNAL = 143  # 128 + SIGTERM: a second signal ends the trainer at once
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    """Everything the trainer program needs, written as JSON beside the run's record."""
+
+    name: str
+    model: str
+    data: str  # the data.yaml, absolute
+    epochs: int
+    batch: int
+    imgsz: int | tuple[int, int]
+    device: str  # "cpu", "all" or GPU indices "0,1"
+    save_period: int
+    project: str  # LibreYOLO's project folder; the run folder is project/name
+    control_dir: str
+    work_dir: str  # the trainer's working directory: the persistent weights cache
+    log: str  # where the trainer's stdout/stderr go
+    args: dict[str, Any] = field(default_factory=dict)  # other LibreYOLO train options
+    env: dict[str, str] = field(default_factory=dict)  # extra, non-secret environment
+    resume_from: str | None = None
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.project) / self.name
+
+    @classmethod
+    def from_spec(
+        cls, spec: Spec, paths: RunPaths, data_yaml: Path, resume_from: Path | None = None
+    ) -> TrainJob:
+        t = spec.train
+        return cls(
+            name=spec.name,
+            model=t.model,
+            data=str(Path(data_yaml).resolve()),
+            epochs=t.epochs,
+            batch=t.batch,
+            imgsz=t.imgsz,
+            device=t.device,
+            save_period=t.save_period,
+            project=str(paths.project.resolve()),
+            control_dir=str(paths.control_dir.resolve()),
+            work_dir=str(paths.weights_cache.resolve()),
+            log=str((paths.run_dir / CONSOLE_LOG).resolve()),
+            args=dict(t.args),
+            env=dict(spec.env),
+            resume_from=None if resume_from is None else str(Path(resume_from).resolve()),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        if isinstance(self.imgsz, tuple):
+            data["imgsz"] = list(self.imgsz)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TrainJob:
+        values = dict(data)
+        if isinstance(values.get("imgsz"), list):
+            values["imgsz"] = tuple(values["imgsz"])
+        return cls(**values)
+
+    def write(self, path: Path) -> None:
+        write_text(path, json.dumps(self.to_json(), indent=2) + "\n")
+
+    @classmethod
+    def read(cls, path: Path) -> TrainJob:
+        return cls.from_json(json.loads(path.read_text()))
 
 
 def _read_json(path: Path) -> Any:

@@ -15,14 +15,11 @@ from typing import Any
 
 from runspec.clock import parse_utc_iso
 from runspec.model import Spec, StorageSpec
+from runspec.providers import PROVIDERS
 from runspec.state import RunRecord, RunStatus
 
 HOURS_PER_MONTH = 730.0  # the providers' own convention (8,760 h / 12)
 
-# Providers where a stop ends the GPU's billing but keeps the disk's.
-STOP_KEEPS_DISK_ONLY = frozenset({"vast", "runpod", "aws", "gcp"})
-# Hetzner bills a powered-off server in full; Lambda cannot stop at all.
-NEVER_STOP = frozenset({"hetzner", "lambda"})
 
 # While the machine is up but the GPU is not training (DESIGN.md's lifecycle).
 IDLE_STATUSES = frozenset(
@@ -48,13 +45,10 @@ def break_even_hours(storage: StorageSpec) -> float:
 
 def choose(storage: StorageSpec, provider: str | None = None) -> tuple[Choice, str]:
     """`finish.action: auto`: stop or destroy, and why, in one line."""
-    if provider in NEVER_STOP:
-        why = (
-            "Lambda instances cannot be stopped"
-            if provider == "lambda"
-            else "a stopped Hetzner server bills in full"
-        )
-        return Choice.DESTROY, f"destroy: {why}"
+    adapter = PROVIDERS.get(provider or "")
+    if adapter is not None and not adapter.can_stop:
+        # The provider knows: a stop that saves nothing (Hetzner) or is impossible (Lambda).
+        return Choice.DESTROY, f"destroy: {adapter.stop_bills}"
     per_hour = stopped_hourly(storage)
     return_h = storage.return_within / 3600
     stop_cost = return_h * per_hour

@@ -7,14 +7,17 @@ grace, so a live lifecycle acts first) if nothing else has ended the run by then
 
 The timer's service reads the daemon's EnvironmentFile for the provider's credentials (secrets
 are never put on the command line). Without systemd (most containers) arming is a no-op that
-says so. Firing reads the run record: a finished run is left alone; a run whose final push was
-verified gets its finish action; any other gets the unverified choice (never a destroy).
+says so. Firing only reads the run record: a finished run is left alone; any other goes to the
+machine's end (runspec.endgame), which judges every run's files on disk: the run's finish
+action when all are verified, else its unverified choice (never a destroy). What the timer did
+goes to the run's own `failsafe.json`, never into its record, which only its owner writes.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import logging
 import shutil
 import subprocess
@@ -27,16 +30,14 @@ from typing import Any
 from runspec.atomic import write_json_atomic
 from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
 from runspec.errors import RunspecError
-from runspec.finish import FinishHost, apply_finish
+from runspec.host import FinishHost
 from runspec.model import Spec
-from runspec.paths import RunPaths
-from runspec.state import RecordStore, RunRecord, RunStatus
-from runspec.verdict import final_push_verified
+from runspec.paths import ENV_FILE, RunPaths, StateLayout
+from runspec.state import DamagedRecord, RecordStore, RunRecord, RunStatus
 
 log = logging.getLogger("runspec.failsafe")
 
 GRACE_S = 120.0  # after deadline + overrun: the lifecycle's own unverified finish comes first
-ENV_FILE = "/etc/runspec/env"  # the daemon's EnvironmentFile (systemd/runspecd.service)
 SYSTEMCTL_TIMEOUT = 30.0
 
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
@@ -110,7 +111,7 @@ class FailsafeState:
 
 
 def _state_file(paths: RunPaths) -> Path:
-    return paths.job_dir / "failsafe.json"
+    return paths.failsafe_file
 
 
 def arm(
@@ -210,35 +211,50 @@ def fire(
 ) -> int:
     """What the timer runs. 0 when nothing was needed or the finish did its part."""
     # Only firing reads a spec: arming stays importable with the lightest dependencies.
+    from runspec.endgame import Endgame
     from runspec.loader import load_spec
 
-    store = RecordStore(state_dir, clock)
-    record = store.load(name)
+    layout = StateLayout(state_dir)
+    paths = layout.run_paths(name)
+    try:
+        record = RecordStore(state_dir, clock).load(name)
+    except DamagedRecord as exc:
+        record, why = None, str(exc)
+    else:
+        why = f"no run named {name!r} in {state_dir}"
     if record is None:
-        progress(f"failsafe: no run named {name!r} in {state_dir}")
+        progress(f"failsafe: {why}")
+        _note_fired(paths, clock, {"applied": False, "why": why})
         return 1
     go, why = should_fire(record)
     progress(f"failsafe: {name}: {why}")
     if not go:
         return 0
     try:
-        spec = load_spec(store.path(name).parent / "spec.yaml")
+        spec = load_spec(paths.spec_file)
     except RunspecError as exc:
         progress(f"failsafe: {name}: cannot read the run's spec, nothing applied: {exc}")
+        _note_fired(paths, clock, {"applied": False, "why": f"spec unreadable: {exc}"})
         return 1
-    verified = final_push_verified(spec, record)
-    result = apply_finish(
-        spec,
-        record,
-        verified=verified,
-        dry_run=dry_run,
-        clock=clock,
-        log=progress,
-        host=host,
-    )
-    record.finish = {**result.to_json(), "by": "failsafe"}
-    store.save(record)
-    return 0 if result.ok else 1
+    endgame = Endgame(layout, clock=clock, dry_run=dry_run, host=host, say=progress)
+    outcome = endgame.failsafe(name, spec.finish, spec.budget.hourly_cost)
+    result = outcome.result.to_json() if outcome.result is not None else None
+    _note_fired(paths, clock, {"applied": result is not None, "why": outcome.why, "result": result})
+    return 0 if outcome.result is not None and outcome.result.ok else 1
+
+
+def _note_fired(paths: RunPaths, clock: Clock, fired: dict[str, Any]) -> None:
+    """What the timer did, beside its armed state in the run's own failsafe.json."""
+    try:
+        data = json.loads(paths.failsafe_file.read_text())
+    except (OSError, ValueError):
+        data = {}
+    data = data if isinstance(data, dict) else {}
+    data["fired"] = {"time": utc_iso(clock.time()), **fired}
+    try:
+        write_json_atomic(paths.failsafe_file, data)
+    except OSError as exc:
+        log.warning("%s: cannot record what the failsafe did: %s", paths.name, exc)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,40 +14,29 @@ import logging
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from runspec import cost
 from runspec.clock import SYSTEM, Clock, utc_iso
-from runspec.model import FinishAction, Spec, Unverified
+from runspec.host import NO_POWEROFF_ENV, REAL_POWEROFF, FinishHost, container_reason
+from runspec.model import FinishAction, FinishSpec, Unverified
 from runspec.providers import Action, Provider, ProviderError, get_provider
-from runspec.state import RunRecord
 
 log = logging.getLogger("runspec.finish")
 
-COMMAND_TIMEOUT = 300.0
 POWEROFF_TIMEOUT = 60.0
 LOUD = "!!! "
 
 
-REAL_POWEROFF: tuple[tuple[str, ...], ...] = (("systemctl", "poweroff"), ("shutdown", "-h", "now"))
-# Set by the test suite for every test (tests/fixtures_providers.py): the real poweroff
-# commands are then refused, whatever container detection says about the machine.
-NO_POWEROFF_ENV = "RUNSPEC_TEST_NO_POWEROFF"
-
-
 @dataclass(frozen=True)
-class FinishHost:
-    """Where a finish touches the machine; the defaults are the real thing."""
+class FinishContext:
+    """On whose behalf a finish runs, and what a person needs to hear about it."""
 
-    root: Path = Path("/")
-    detect_virt: tuple[str, ...] = ("systemd-detect-virt", "--container")
-    poweroff_commands: tuple[tuple[str, ...], ...] = REAL_POWEROFF
-    env: Mapping[str, str] | None = None  # the provider adapters' environment (None: os.environ)
-    provider: Provider | None = None  # a ready adapter instead of finish.provider's
-    command_timeout: float = COMMAND_TIMEOUT
+    name: str  # the run (or "the machine" for the idle finish)
+    hourly_cost: float | None = None
+    weights: str = "the run folder"  # where the newest weights are, if they stay behind
 
 
 @dataclass(frozen=True)
@@ -68,57 +57,35 @@ class FinishResult:
         return asdict(self)
 
 
-def container_reason(host: FinishHost) -> str | None:
-    """Why this looks like a container (where a poweroff ends no billing), or None."""
-    virt = shutil.which(host.detect_virt[0]) if host.detect_virt else None
-    if virt is not None:
-        try:
-            proc = subprocess.run(
-                [virt, *host.detect_virt[1:]],
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            proc = None
-        if proc is not None and proc.returncode == 0 and proc.stdout.strip() not in ("", "none"):
-            return f"systemd-detect-virt says {proc.stdout.strip()}"
-    for marker in (".dockerenv", "run/.containerenv"):
-        if (host.root / marker).exists():
-            return f"/{marker} exists"
-    try:
-        environ = (host.root / "proc/1/environ").read_bytes()
-    except OSError:
-        environ = b""
-    for entry in environ.split(b"\0"):
-        if entry.startswith(b"container="):
-            return f"PID 1 runs with {entry.decode(errors='replace')}"
-    try:
-        cgroup = (host.root / "proc/1/cgroup").read_text()
-    except OSError:
-        cgroup = ""
-    for word in ("docker", "kubepods", "containerd", "lxc", "libpod"):
-        if word in cgroup:
-            return f"/proc/1/cgroup mentions {word}"
-    return None
+ENDS_MACHINE = frozenset(
+    {FinishAction.DESTROY, FinishAction.STOP, FinishAction.AUTO, FinishAction.POWEROFF}
+)
 
 
-def decide(spec: Spec, verified: bool, provider: str | None) -> tuple[str, str]:
+def ends_machine(finish: FinishSpec, verified: bool) -> bool:
+    """Whether this finish, as `decide` would resolve it, ends the machine's billing."""
+    if finish.action is FinishAction.NONE:
+        return False
+    if not verified:
+        return finish.unverified is not Unverified.KEEP
+    return finish.action in ENDS_MACHINE
+
+
+def decide(finish: FinishSpec, verified: bool, provider: str | None) -> tuple[str, str]:
     """(action, why): the spec's action when verified, else the `unverified` choice."""
-    action = spec.finish.action
+    action = finish.action
     if action is FinishAction.NONE:
         return "none", "finish.action is none"
     if not verified:
-        choice = spec.finish.unverified
+        choice = finish.unverified
         return {
             Unverified.STOP: "stop",
             Unverified.KEEP: "keep",
             Unverified.POWEROFF: "poweroff",
         }[choice], f"final push not verified: finish.unverified is {choice.value}"
     if action is FinishAction.AUTO:
-        assert spec.finish.storage is not None  # the loader's rule: auto needs storage
-        choice_, why = cost.choose(spec.finish.storage, provider)
+        assert finish.storage is not None  # the loader's rule: auto needs storage
+        choice_, why = cost.choose(finish.storage, provider)
         return choice_.value, f"auto: {why}"
     return action.value, f"final push verified: finish.action is {action.value}"
 
@@ -126,17 +93,23 @@ def decide(spec: Spec, verified: bool, provider: str | None) -> tuple[str, str]:
 class _Finisher:
     def __init__(
         self,
-        spec: Spec,
-        record: RunRecord,
+        finish: FinishSpec,
+        ctx: FinishContext,
         *,
         verified: bool,
         dry_run: bool,
         host: FinishHost,
         clock: Clock,
         say: Callable[[str], None],
+        resume: str | None = None,
+        on_begin: Callable[[str], None] | None = None,
     ) -> None:
-        self.spec = spec
-        self.record = record
+        self.finish = finish
+        # Told the action right before anything irreversible is done (runspec.endgame records
+        # it, so a restart confirms it instead of choosing again).
+        self.on_begin: Callable[[str], None] = on_begin or (lambda action: None)
+        self.ctx = ctx
+        self.resume = resume  # an action requested before a restart: confirm, never repeat
         self.verified = verified
         self.dry_run = dry_run
         self.host = host
@@ -149,7 +122,7 @@ class _Finisher:
         self, action: str, ok: bool, plan: str, summary: str, detail: str = "", **extra: Any
     ) -> FinishResult:
         return FinishResult(
-            requested=self.spec.finish.action.value,
+            requested=self.finish.action.value,
             action=action,
             verified=self.verified,
             dry_run=self.dry_run,
@@ -163,7 +136,7 @@ class _Finisher:
         )
 
     def announce(self, plan: str) -> None:
-        log.info("%s: finish%s: %s", self.spec.name, " (dry run)" if self.dry_run else "", plan)
+        log.info("%s: finish%s: %s", self.ctx.name, " (dry run)" if self.dry_run else "", plan)
         if self.dry_run:
             self.say(f"finish (dry run, nothing done): would {plan}")
         else:
@@ -171,10 +144,10 @@ class _Finisher:
 
     def loud(self, text: str) -> None:
         self.say(LOUD + text)
-        log.warning("%s: %s", self.spec.name, text)
+        log.warning("%s: %s", self.ctx.name, text)
 
     def where_weights_are(self) -> str:
-        return self.record.run_dir or "the run folder"
+        return self.ctx.weights
 
     def run(self) -> FinishResult:
         provider: Provider | None = None
@@ -184,8 +157,11 @@ class _Finisher:
                 provider = self._provider()
             except ProviderError as exc:
                 provider_error = str(exc)
-        action, why = decide(self.spec, self.verified, provider.name if provider else None)
-        if self.spec.finish.action is FinishAction.AUTO and self.verified and provider is None:
+        action, why = decide(self.finish, self.verified, provider.name if provider else None)
+        if self.resume is not None and self.resume != action:
+            # A machine end once begun is finished as begun, never re-decided.
+            action, why = self.resume, f"{self.resume} was requested before a restart"
+        if self.finish.action is FinishAction.AUTO and self.verified and provider is None:
             plan = f"choose stop or destroy ({provider_error})"
             self.announce(plan)
             return self.kept(plan, f"cannot apply auto: {provider_error}")
@@ -201,7 +177,9 @@ class _Finisher:
         return self.through_provider(Action(action), provider, provider_error)
 
     def _needs_provider(self) -> bool:
-        finish = self.spec.finish
+        finish = self.finish
+        if self.resume in ("stop", "destroy"):
+            return True
         if not self.verified:
             return finish.action is not FinishAction.NONE and finish.unverified is Unverified.STOP
         return finish.action in (FinishAction.STOP, FinishAction.DESTROY, FinishAction.AUTO)
@@ -209,9 +187,16 @@ class _Finisher:
     def _provider(self) -> Provider:
         if self.host.provider is not None:
             return self.host.provider
-        provider, how = get_provider(self.spec.finish.provider, self.host.env, clock=self.clock)
+        provider, how = get_provider(self.finish.provider, self.host.env, clock=self.clock)
         self.say(f"finish: provider {provider.name} ({how})")
         return provider
+
+    def not_repeated(self, action: str, plan: str) -> FinishResult:
+        """A command or poweroff begun before a restart: running it twice could do harm."""
+        self.announce(f"{plan}: NOT repeated")
+        return self.kept(
+            plan, f"the {action} was begun before runspec restarted; it is never run twice"
+        )
 
     def none(self, why: str) -> FinishResult:
         plan = "leave the machine as it is (finish.action: none)"
@@ -229,7 +214,7 @@ class _Finisher:
         return self.kept(plan, "finish.unverified is keep", ok=True)
 
     def kept(self, plan: str, reason: str, ok: bool = False) -> FinishResult:
-        hourly = self.spec.budget.hourly_cost
+        hourly = self.ctx.hourly_cost
         bill = f" at ${hourly:.4f}/h" if hourly is not None else ""
         self.loud(
             f"THE MACHINE IS STILL RUNNING AND BILLING{bill}: {reason}. The weights are in "
@@ -238,12 +223,15 @@ class _Finisher:
         return self.result("keep", ok, plan, f"kept running: {reason}", reason)
 
     def command(self) -> FinishResult:
-        argv = list(self.spec.finish.command)
+        if self.resume == "command":
+            return self.not_repeated("command", f"run {list(self.finish.command)}")
+        argv = list(self.finish.command)
         exe = argv[0] if "/" in argv[0] else shutil.which(argv[0])
         plan = f"run {argv} (no shell, timeout {self.host.command_timeout:g} s)"
         self.announce(plan)
         if self.dry_run:
             return self.result("command", True, plan, "dry run: command not run")
+        self.on_begin("command")
         if exe is None:
             detail = f"{argv[0]!r} is not on PATH"
             self.say(f"finish: command failed: {detail}")
@@ -275,6 +263,8 @@ class _Finisher:
     def poweroff(self) -> FinishResult:
         first = " ".join(self.host.poweroff_commands[0]) if self.host.poweroff_commands else "-"
         plan = f"power off this machine ({first}, else the next of {self.host.poweroff_commands})"
+        if self.resume == "poweroff":
+            return self.not_repeated("poweroff", plan)
         reason = container_reason(self.host)
         real = self.host.poweroff_commands == REAL_POWEROFF
         if reason is None and real and os.environ.get(NO_POWEROFF_ENV):
@@ -292,6 +282,7 @@ class _Finisher:
         self.announce(plan)
         if self.dry_run:
             return self.result("poweroff", True, plan, "dry run: not powered off")
+        self.on_begin("poweroff")
         errors = []
         for argv in self.host.poweroff_commands:
             exe = shutil.which(argv[0])
@@ -338,8 +329,10 @@ class _Finisher:
         self.announce(plan)
         if self.dry_run:
             return self.result(action.value, True, plan, f"dry run: not {action.value}ed")
+        self.on_begin(action.value)
         try:
-            outcome = provider.apply(action)
+            resumed = self.resume == action.value
+            outcome = provider.resume(action) if resumed else provider.apply(action)
         except ProviderError as exc:
             self.say(f"finish: {provider.name} refused or failed: {exc}")
             return self.kept(plan, f"{provider.name} {action.value} failed: {exc}")
@@ -362,30 +355,35 @@ class _Finisher:
 
 
 def apply_finish(
-    spec: Spec,
-    record: RunRecord,
+    finish: FinishSpec,
+    ctx: FinishContext,
     *,
     verified: bool,
     dry_run: bool,
     clock: Clock = SYSTEM,
     log: Callable[[str], None] = print,
     host: FinishHost | None = None,
+    resume: str | None = None,
+    on_begin: Callable[[str], None] | None = None,
 ) -> FinishResult:
     """Apply the finish action (or, unverified, the `finish.unverified` choice); never raises
-    for what the machine or the provider does: the result says what happened."""
+    for what the machine or the provider does: the result says what happened. `resume`: the
+    action a previous process had begun (runspec.endgame): it is confirmed, never repeated."""
     finisher = _Finisher(
-        spec,
-        record,
+        finish,
+        ctx,
         verified=verified,
         dry_run=dry_run,
         host=host or FinishHost(),
         clock=clock,
         say=log,
+        resume=resume,
+        on_begin=on_begin,
     )
     result = finisher.run()
     logging.getLogger("runspec.finish").info(
         "%s: finish %s -> %s (ok=%s, verified=%s, dry_run=%s): %s",
-        spec.name,
+        ctx.name,
         result.requested,
         result.action,
         result.ok,

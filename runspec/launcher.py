@@ -6,6 +6,11 @@ signalled. Elsewhere it runs in its own session, output to `<run_dir>/console.lo
 its identity (pid, start time, boot id, and the unit) goes to `<job_dir>/trainer.json`, and is
 checked before any signal: a recycled pid is never signalled.
 
+A live trainer is found again by every route there is (`TrainerHandle.find`): trainer.json,
+its unit's name, the trainer lock it holds, and its command line (which names the run's job
+file), so losing one file never starts a second trainer; the trainer itself refuses to run
+while another holds the lock.
+
 Light: no torch, no libreyolo (the daemon imports this).
 """
 
@@ -20,26 +25,22 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psutil
 
 from runspec import control
 from runspec.atomic import write_text
 from runspec.clock import SYSTEM, Clock
-from runspec.control import TrainerOutcome, TrainerResult
+from runspec.control import TrainerOutcome, TrainerResult, TrainJob
 from runspec.errors import RunspecError
 from runspec.identity import ProcessIdentity
-from runspec.model import Spec
+from runspec.locks import holder
 from runspec.paths import RunPaths
 
 log = logging.getLogger("runspec.launcher")
 
-JOB_FILE = "train_job.json"
-TRAINER_FILE = "trainer.json"
-CONSOLE_LOG = "console.log"
 SYSTEMD_RUNNING = Path("/run/systemd/system")
 _POLL = 0.2  # seconds between checks while waiting for the trainer to exit
 _TERM_GRACE = 10.0  # after SIGTERM, before SIGKILL
@@ -48,74 +49,6 @@ _START_TIMEOUT = 30.0  # for systemd-run to report the unit's main pid
 
 class LaunchError(RunspecError):
     """The trainer could not be started."""
-
-
-@dataclass(frozen=True)
-class TrainJob:
-    """Everything the trainer program needs, written as JSON beside the run's record."""
-
-    name: str
-    model: str
-    data: str  # the data.yaml, absolute
-    epochs: int
-    batch: int
-    imgsz: int | tuple[int, int]
-    device: str  # "cpu", "all" or GPU indices "0,1"
-    save_period: int
-    project: str  # LibreYOLO's project folder; the run folder is project/name
-    control_dir: str
-    work_dir: str  # the trainer's working directory: the persistent weights cache
-    log: str  # where the trainer's stdout/stderr go
-    args: dict[str, Any] = field(default_factory=dict)  # other LibreYOLO train options
-    env: dict[str, str] = field(default_factory=dict)  # extra, non-secret environment
-    resume_from: str | None = None
-
-    @property
-    def run_dir(self) -> Path:
-        return Path(self.project) / self.name
-
-    @classmethod
-    def from_spec(
-        cls, spec: Spec, paths: RunPaths, data_yaml: Path, resume_from: Path | None = None
-    ) -> TrainJob:
-        t = spec.train
-        return cls(
-            name=spec.name,
-            model=t.model,
-            data=str(Path(data_yaml).resolve()),
-            epochs=t.epochs,
-            batch=t.batch,
-            imgsz=t.imgsz,
-            device=t.device,
-            save_period=t.save_period,
-            project=str(paths.project.resolve()),
-            control_dir=str(paths.control_dir.resolve()),
-            work_dir=str(paths.weights_cache.resolve()),
-            log=str((paths.run_dir / CONSOLE_LOG).resolve()),
-            args=dict(t.args),
-            env=dict(spec.env),
-            resume_from=None if resume_from is None else str(Path(resume_from).resolve()),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        if isinstance(self.imgsz, tuple):
-            data["imgsz"] = list(self.imgsz)
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TrainJob:
-        values = dict(data)
-        if isinstance(values.get("imgsz"), list):
-            values["imgsz"] = tuple(values["imgsz"])
-        return cls(**values)
-
-    def write(self, path: Path) -> None:
-        write_text(path, json.dumps(self.to_json(), indent=2) + "\n")
-
-    @classmethod
-    def read(cls, path: Path) -> TrainJob:
-        return cls.from_json(json.loads(path.read_text()))
 
 
 def unit_name(name: str) -> str:
@@ -203,8 +136,13 @@ def start(
     if use_systemd is None:
         use_systemd = SYSTEMD_RUNNING.is_dir() and shutil.which("systemd-run") is not None
     control_dir = Path(job.control_dir)
+    other = holder(control_dir / control.TRAINER_LOCK_FILE)
+    if other is not None:
+        raise LaunchError(
+            f"a trainer ({other}) already trains run {job.name}; not starting a second"
+        )
     control.clear_for_launch(control_dir)
-    job_file = paths.job_dir / JOB_FILE
+    job_file = paths.train_job_file
     job.write(job_file)
     proc: subprocess.Popen[bytes] | None = None
     unit: str | None = None
@@ -221,7 +159,7 @@ def start(
         unit=unit,
         control_dir=control_dir,
         run_dir=job.run_dir,
-        trainer_file=paths.job_dir / TRAINER_FILE,
+        trainer_file=paths.trainer_file,
         started_at=clock.time(),
         clock=clock,
         log_line=log_line,
@@ -230,6 +168,35 @@ def start(
     handle.save()
     handle._log(f"trainer started: pid {pid}" + (f", unit {unit}" if unit else ""))
     return handle
+
+
+def _live_trainer_pids(paths: RunPaths) -> list[tuple[str, int, str | None]]:
+    """(how found, pid, unit) of every process that looks like this run's trainer."""
+    found: list[tuple[str, int, str | None]] = []
+    unit = unit_name(paths.name)
+    if SYSTEMD_RUNNING.is_dir() and shutil.which("systemctl") is not None:
+        try:
+            out = subprocess.run(
+                _systemctl("show", "-p", "MainPID", "--value", unit),
+                capture_output=True,
+                text=True,
+                timeout=_START_TIMEOUT,
+                check=False,
+            )
+            pid = int(out.stdout.strip() or 0)
+        except (OSError, subprocess.SubprocessError, ValueError):
+            pid = 0
+        if pid > 0:
+            found.append((f"its unit {unit}", pid, unit))
+    locked = holder(paths.control_dir / control.TRAINER_LOCK_FILE)
+    if locked is not None and locked.pid > 0:
+        found.append(("the trainer lock it holds", locked.pid, None))
+    job_file = str(paths.train_job_file)
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        if "runspec.trainer" in cmdline and job_file in cmdline:
+            found.append(("its command line", int(proc.info["pid"]), None))
+    return found
 
 
 @dataclass
@@ -266,7 +233,7 @@ class TrainerHandle:
         """The trainer recorded for this run, or None if none was. The handle is returned even
         when that trainer has exited (its result is still wanted); every signal it sends checks
         the identity first, so a recycled pid is never touched."""
-        path = paths.job_dir / TRAINER_FILE
+        path = paths.trainer_file
         try:
             data = json.loads(path.read_text())
             return cls(
@@ -281,6 +248,41 @@ class TrainerHandle:
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+    @classmethod
+    def find(
+        cls,
+        paths: RunPaths,
+        clock: Clock = SYSTEM,
+        log_line: Callable[[str], None] | None = None,
+    ) -> TrainerHandle | None:
+        """The run's trainer: alive by any route, else the recorded one (maybe exited, for its
+        result), else None. A live trainer found without trainer.json gets it back."""
+        saved = cls.load(paths, clock, log_line)
+        if saved is not None and saved.alive():
+            return saved
+        for how, pid, unit in _live_trainer_pids(paths):
+            ident = ProcessIdentity.of(pid)
+            if ident is None or not ident.alive():
+                continue
+            try:
+                started = psutil.Process(pid).create_time()
+            except psutil.Error:
+                started = clock.time()
+            handle = cls(
+                identity=ident,
+                unit=unit,
+                control_dir=paths.control_dir,
+                run_dir=paths.run_dir,
+                trainer_file=paths.trainer_file,
+                started_at=started,
+                clock=clock,
+                log_line=log_line,
+            )
+            handle.save()
+            handle._log(f"found the run's live trainer by {how} (pid {pid}); trainer.json restored")
+            return handle
+        return saved
 
     # --- state ---
 

@@ -4,33 +4,42 @@
 
 Every phase reads and writes the persisted run record, so `run()` can be entered again after a
 restart at whatever status the record holds: a live trainer is re-attached, a dead one resumed
-or ended, a pending final push or finish carried out. Nothing here imports torch: the heavy
-work happens in child programs (preflight, synthetic data, trainer).
+or ended, a pending final push or finish carried out. The status only moves forward. Whoever
+runs a lifecycle holds the run's lock (runspec.owner) for as long as it does; other threads
+only send it requests (runspec.requests). A finish that ends the machine is handed to the
+machine's end (runspec.endgame), which waits for the other runs and judges them all. Nothing
+here imports torch: the heavy work happens in child programs.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from runspec import failsafe
+from runspec.checkpoints import vouch_after_exit
 from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
+from runspec.cost import run_cost
+from runspec.endgame import Endgame
 from runspec.errors import RunspecError
-from runspec.model import FinishAction, Spec
-from runspec.paths import RunPaths
-from runspec.state import PushRecord, RecordStore, RunRecord, RunStatus, Termination
-from runspec.verdict import final_push_verified, machine_weights_safe
+from runspec.launcher import TrainerHandle
+from runspec.model import Spec
+from runspec.owner import RunLock, RunOwner, is_no_space
+from runspec.paths import ENV_FILE, RunPaths
+from runspec.requests import RunRequests
+from runspec.state import RecordStore, RunRecord, RunStatus, Termination
+from runspec.supervise import RunParts, Supervisor, SupervisorOptions
 
 if TYPE_CHECKING:
-    from runspec.preflight import PreflightReport
     from runspec.push import Pusher
 
 log = logging.getLogger("runspec.lifecycle")
 
 NO_FINISH = frozenset({Termination.CANCELLED, Termination.INTERRUPTED})
+SPACE_POLL_S = 30.0  # how often a run waiting for disk space tries again
 
 
 @dataclass(frozen=True)
@@ -38,8 +47,6 @@ class LifecycleOptions:
     finish: bool = True
     finish_dry_run: bool = False
     progress: Callable[[str], None] = print
-    # The daemon defers a machine-ending finish while other specs wait (spec-v1.md).
-    defer_finish: Callable[[], bool] = field(default=lambda: False)
     tick: float = 0.5  # how often the trainer's folder is read
     preflight_timeout: float = 900.0
     stop_grace: float = 3600.0  # the longest wait for an epoch boundary after a stop request
@@ -49,7 +56,7 @@ class LifecycleOptions:
     skip_preflight: bool = False
     # The daemon's EnvironmentFile: a trainer started as its own systemd unit reads the same
     # secrets (HF_TOKEN) from it, never from its command line.
-    environment_file: Path | None = Path("/etc/runspec/env")
+    environment_file: Path | None = ENV_FILE
 
 
 class Lifecycle:
@@ -60,38 +67,25 @@ class Lifecycle:
         store: RecordStore,
         options: LifecycleOptions | None = None,
         clock: Clock = SYSTEM,
+        requests: RunRequests | None = None,
+        lock: RunLock | None = None,
     ) -> None:
         record = store.load(spec.name)
         if record is None:
             raise RunspecError(f"run {spec.name!r} was never accepted (no record)")
         self.spec = spec
         self.paths = paths
-        self.store = store
         self.options = options or LifecycleOptions()
         self.clock = clock
-        self.record = record
-        self.cancel_requested = threading.Event()
-        self.interrupt_requested = threading.Event()
-        self.abort_requested = threading.Event()
-        self.detach_requested = threading.Event()
-        self.shutdown_push_requested = threading.Event()
+        self.owner = RunOwner(store, record, clock)
+        self.owner.on_disk_full = self.say
+        self.requests = requests or RunRequests()
+        self.lock = lock or RunLock(paths)
         self._pusher: Pusher | None = None
 
-    # Requests from other threads (signal flags, the daemon's loop); each only sets a flag.
-    def cancel(self) -> None:
-        self.cancel_requested.set()
-
-    def interrupt(self) -> None:
-        """SIGINT/SIGTERM to `runspec run`: push now, stop at the boundary, no finish."""
-        if self.interrupt_requested.is_set():
-            self.abort_requested.set()
-        self.interrupt_requested.set()
-
-    def detach(self) -> None:
-        self.detach_requested.set()
-
-    def shutdown_push(self) -> None:
-        self.shutdown_push_requested.set()
+    @property
+    def record(self) -> RunRecord:
+        return self.owner.record
 
     def say(self, line: str) -> None:
         """Tell the person watching, and keep it in the run's own log (pushed with it)."""
@@ -101,20 +95,34 @@ class Lifecycle:
         self.options.progress(line)
         try:
             self.paths.job_dir.mkdir(parents=True, exist_ok=True)
-            with open(self.paths.job_dir / "runspec.log", "a") as fh:
+            with open(self.paths.runspec_log, "a") as fh:
                 fh.write(f"{utc_iso(self.clock.time())} {line}\n")
         except OSError as exc:
             log.warning("%s: cannot write runspec.log: %s", self.spec.name, exc)
 
     def _note_cost(self) -> None:
-        from runspec.cost import run_cost
-
         cost = run_cost(self.record, self.spec.budget.hourly_cost, self.clock.time())
-        self.record.cost = cost.to_json()
-        self.store.save(self.record)
+        self.owner.update(cost=cost.to_json())
 
     # The phases.
     def run(self) -> RunRecord:
+        """Drive the run until it is finished (or detached); raises OwnedElsewhere when
+        another process drives it."""
+        took = not self.lock_held
+        if took:
+            self.lock.acquire()
+        try:
+            return self._run()
+        finally:
+            self._stop_pusher()
+            if took:
+                self.lock.release()
+
+    @property
+    def lock_held(self) -> bool:
+        return self.lock.held
+
+    def _run(self) -> RunRecord:
         steps: dict[RunStatus, Callable[[], None]] = {
             RunStatus.QUEUED: self._start,
             RunStatus.PREFLIGHT: self._preflight,
@@ -127,36 +135,51 @@ class Lifecycle:
         if self.record.status not in (RunStatus.QUEUED, RunStatus.FINISHED):
             self._rearm_failsafe()  # a transient timer does not survive a reboot
         failed_in: set[RunStatus] = set()
-        try:
-            while self.record.status is not RunStatus.FINISHED:
-                if self.detach_requested.is_set():
-                    self.say("detached; the trainer keeps running")
-                    break
-                if self.abort_requested.is_set():
-                    self.say("second signal: exiting now")
-                    break
-                if self.interrupt_requested.is_set() and self.record.status in (
-                    RunStatus.PREFLIGHT,
-                    RunStatus.STAGING,
-                ):
-                    self._move(RunStatus.PUSHING, "interrupted", Termination.INTERRUPTED)
+        while self.record.status is not RunStatus.FINISHED:
+            self.owner.flush()
+            if self.requests.detached.is_set():
+                self.say("detached; the trainer keeps running")
+                break
+            if self.requests.aborted.is_set():
+                self.say("second signal: exiting now")
+                break
+            if self.record.status in (RunStatus.QUEUED, RunStatus.PREFLIGHT, RunStatus.STAGING):
+                if self.requests.poll_cancel(self.paths, self.say):
+                    self._end_early("cancelled", Termination.CANCELLED)
                     continue
-                status = self.record.status
-                try:
-                    steps[status]()
-                except Exception as exc:
-                    # A bug or a full disk must not strand the run: its weights still get
-                    # pushed and the machine's finish still decided. Once per status.
-                    if status in failed_in or not self._recover(status, exc):
-                        raise
-                    failed_in.add(status)
-        finally:
-            self._stop_pusher()
+                if (
+                    self.requests.interrupted.is_set()
+                    and self.record.status is not RunStatus.QUEUED
+                ):
+                    # Once started, an interrupted run still pushes its files.
+                    self._end_early("interrupted", Termination.INTERRUPTED)
+                    continue
+            status = self.record.status
+            try:
+                steps[status]()
+            except Exception as exc:
+                if is_no_space(exc):
+                    self._wait_for_space(status, exc)
+                    continue  # the same phase again: a full disk is a state, not a failure
+                # A bug must not strand the run: its weights still get pushed and the
+                # machine's finish still decided. Once per status.
+                if status in failed_in or not self._recover(status, exc):
+                    raise
+                failed_in.add(status)
         if self.record.status is RunStatus.FINISHED:
-            from runspec import failsafe
-
             failsafe.disarm(self.spec, self.paths, progress=self.say)
+            self.paths.cancel_file.unlink(missing_ok=True)
         return self.record
+
+    def _wait_for_space(self, status: RunStatus, exc: BaseException) -> None:
+        """Stay in this phase and try it again once space may be back."""
+        where = getattr(exc, "filename", None) or str(self.paths.job_dir)
+        self.owner.note_disk_full(
+            str(where), "more than is free", f"no space left while {status.value}: {exc}"
+        )
+        end = self.clock.monotonic() + SPACE_POLL_S
+        while self.clock.monotonic() < end and not self.requests.detached.is_set():
+            self.clock.sleep(min(self.options.tick, SPACE_POLL_S))
 
     def _recover(self, status: RunStatus, exc: Exception) -> bool:
         """After an unexpected error in a phase: move the run to where its weights get pushed
@@ -172,9 +195,7 @@ class Lifecycle:
             self._fail(term, message)
             return True
         if status in (RunStatus.TRAINING, RunStatus.STOPPING):
-            from runspec.launcher import TrainerHandle
-
-            handle = TrainerHandle.load(self.paths)
+            handle = TrainerHandle.find(self.paths)
             if handle is not None and handle.alive():
                 handle.kill_now()  # nobody would watch it, its budget or its pushes
             self._fail(self.record.termination or Termination.FAILED_TRAINING, message)
@@ -185,9 +206,14 @@ class Lifecycle:
             return True
         return False
 
-    def _rearm_failsafe(self) -> None:
-        from runspec import failsafe
+    def _end_early(self, why: str, termination: Termination) -> None:
+        """Before training: nothing to stop; push what there is, apply no finish."""
+        if self.record.status is RunStatus.QUEUED:
+            self._move(RunStatus.FINISHED, f"{why} while queued", termination)
+        else:
+            self._move(RunStatus.PUSHING, why, termination)
 
+    def _rearm_failsafe(self) -> None:
         failsafe.arm(
             self.spec,
             self.paths,
@@ -198,7 +224,7 @@ class Lifecycle:
         )
 
     def _move(self, status: RunStatus, reason: str, termination: Termination | None = None) -> None:
-        self.store.transition(self.record, status, reason, termination)
+        self.owner.transition(status, reason, termination)
 
     def _fail(self, termination: Termination, message: str) -> None:
         self.say(f"failed: {message}")
@@ -228,7 +254,7 @@ class Lifecycle:
         )
         self.options.progress(report.render_text())
         if report.failed:
-            self._fail(Termination.FAILED_PREFLIGHT, _first_failure(report))
+            self._fail(Termination.FAILED_PREFLIGHT, report.first_failure())
             return
         self._move(RunStatus.STAGING, "preflight passed")
 
@@ -240,8 +266,7 @@ class Lifecycle:
         except RunspecError as exc:
             self._fail(Termination.FAILED_STAGING, str(exc))
             return
-        self.record.data_yaml = str(data_yaml)
-        self.store.save(self.record)
+        self.owner.update(data_yaml=str(data_yaml))
         checks_data = self.spec.preflight.doctor or self.spec.preflight.profile
         if checks_data and not self.options.skip_preflight:
             from runspec.preflight import run_preflight
@@ -251,7 +276,7 @@ class Lifecycle:
             )
             self.options.progress(report.render_text())
             if report.failed:
-                self._fail(Termination.FAILED_PREFLIGHT, _first_failure(report))
+                self._fail(Termination.FAILED_PREFLIGHT, report.first_failure())
                 return
         self._move(RunStatus.TRAINING, f"dataset staged at {data_yaml}")
 
@@ -265,8 +290,7 @@ class Lifecycle:
             pusher = Pusher(
                 self.spec,
                 self.paths,
-                self.store,
-                self.record,
+                self.owner,
                 clock=self.clock,
                 progress=self.say,
                 min_interval=self.options.push_min_interval,
@@ -281,12 +305,33 @@ class Lifecycle:
             self._pusher = None
 
     def _train(self) -> None:
-        from runspec.supervise import Supervisor
-
-        Supervisor(self).run()
+        opts = self.options
+        parts = RunParts(
+            spec=self.spec,
+            paths=self.paths,
+            owner=self.owner,
+            requests=self.requests,
+            clock=self.clock,
+            say=self.say,
+            pusher=self.pusher,
+            options=SupervisorOptions(
+                tick=opts.tick,
+                stop_grace=opts.stop_grace,
+                hang_floor=opts.hang_floor,
+                first_epoch_hang=opts.first_epoch_hang,
+                environment_file=opts.environment_file,
+            ),
+        )
+        Supervisor(parts).run()
 
     def _final_push(self) -> None:
+        from runspec.push.pusher import push_until_verified
+
         self._note_cost()  # so the pushed record carries what the run cost so far
+        handle = TrainerHandle.find(self.paths)
+        if handle is None or not handle.alive():
+            # No writer is left: every whole checkpoint on the disk is complete, pushed too.
+            vouch_after_exit(self.paths.run_dir, self.paths.control_dir, self.clock.time())
         pusher = self.pusher()
         if pusher is not None:
             remaining = self.deadline() + self.spec.budget.overrun - self.clock.time()
@@ -298,79 +343,22 @@ class Lifecycle:
                 final=True,
                 timeout=timeout,
                 clock=self.clock,
-                give_up=self.abort_requested,
+                give_up=self.requests.aborted,
             )
             if pushed is None:
                 self.say("final push NOT verified: the weights may exist only on this machine")
         term = self.record.termination or Termination.COMPLETED
         if term in NO_FINISH or not self.options.finish:
             self._move(RunStatus.FINISHED, f"{term.value}; finish action not applied")
-        elif self.options.defer_finish() and _ends_machine(self.spec):
-            self.record.finish = {"deferred": True}
-            self._move(RunStatus.FINISHED, f"{term.value}; finish deferred to the last queued run")
         else:
             self._move(RunStatus.FINISHING, f"{term.value}; applying the finish action")
 
-    def _finish(self, others_safe: bool = True) -> None:
-        from runspec.finish import apply_finish
-
-        result = apply_finish(
-            self.spec,
-            self.record,
-            verified=final_push_verified(self.spec, self.record) and others_safe,
-            dry_run=self.options.finish_dry_run,
+    def _finish(self) -> None:
+        endgame = Endgame(
+            self.paths.layout,
             clock=self.clock,
-            log=self.say,
+            dry_run=self.options.finish_dry_run,
+            say=self.say,
         )
-        self.record.finish = result.to_json()
-        self._move(RunStatus.FINISHED, f"finish: {result.summary}")
+        endgame.finish_run(self.spec, self.paths, self.owner)
         self._note_cost()
-
-    def finish_deferred(self, load: Callable[[str], Spec]) -> None:
-        """The daemon applies a deferred machine-ending finish once the queue is empty: only
-        as verified when the runs that came after this one are verified too."""
-        safe, why = machine_weights_safe(self.store, load)
-        self.say(f"deferred finish: {why}")
-        self._move(RunStatus.FINISHING, "applying the deferred finish action")
-        self._finish(others_safe=safe)
-
-
-def push_until_verified(
-    pusher: Pusher,
-    *,
-    final: bool,
-    timeout: float,
-    clock: Clock,
-    give_up: threading.Event | None = None,
-) -> PushRecord | None:
-    """Push, and push again after a failure (a dropped connection, a 500 the client gave up
-    on), with a growing pause, until one is verified, `timeout` passed or `give_up` is set."""
-    end = clock.monotonic() + timeout
-    pause = 1.0
-    while True:
-        left = end - clock.monotonic()
-        pushed = pusher.push_now(final=final, timeout=max(left, 1.0))
-        if pushed is not None:
-            return pushed
-        left = end - clock.monotonic()
-        if left <= pause or (give_up is not None and give_up.is_set()):
-            return None
-        clock.sleep(pause)
-        pause = min(pause * 2, 30.0)
-
-
-def _ends_machine(spec: Spec) -> bool:
-    return spec.finish.action in (
-        FinishAction.DESTROY,
-        FinishAction.STOP,
-        FinishAction.AUTO,
-        FinishAction.POWEROFF,
-    )
-
-
-def _first_failure(report: PreflightReport) -> str:
-    for check in report.checks:
-        if check.status == "fail":
-            fix = f" ({check.fix})" if check.fix else ""
-            return f"{check.name}: {check.message}{fix}"
-    return "a check failed"

@@ -1,31 +1,42 @@
-"""Where a run's files live. DESIGN.md gives the defaults; the spec and config override them.
-Relative paths in a spec are relative to the state folder.
+"""Where everything runspec writes lives: the one author of the state folder's layout.
 
-    <state>/inbox/               specs waiting (the daemon's watched folder)
-    <state>/claimed/             specs the daemon took from the inbox, until accepted
-    <state>/runs/<name>/         LibreYOLO's run folder (unless output.project says otherwise)
-    <state>/data/                staged datasets (unless dataset.extract_to says otherwise)
-    <state>/cache/weights/       the trainer's working directory: pretrained downloads persist
-    <state>/scheduler.sqlite     the daemon's APScheduler job store; runspecd.lock beside it
-    <state>/jobs/<name>/         runspec's own files for the run:
-        record.json              the RunRecord
-        spec.yaml                the spec as received; provenance.json beside it
-        runspec.log              the lifecycle's log for this run (pushed with it)
-        train_job.json           what the trainer was started with
-        trainer.json             its identity (unit or pid, start time, boot id)
-        control/                 the trainer's side: stop, deadline, epoch.json, result.json
-        staged/                  verified-complete copies of checkpoints, ready to push
-        pushed.json              the manifest of the last verified push
-        failsafe.json            the failsafe timer armed for the run, if any
+<state>/inbox/               specs waiting (the daemon's watched folder, unless configured)
+<state>/claimed/             specs the daemon took from the inbox, until accepted
+<state>/runs/<name>/         LibreYOLO's run folder (unless output.project or the config's
+                             `runs:` says otherwise)
+<state>/data/                staged datasets (unless dataset.extract_to or `data:`)
+<state>/cache/weights/       the trainer's working directory: pretrained downloads persist
+<state>/scheduler.sqlite     the daemon's APScheduler job store
+<state>/runspecd.lock        held by the one daemon of this state folder
+<state>/machine.json         the machine's end: a pending finish and how far it got
+<state>/machine.lock         held while the machine's end is decided or applied
+<state>/jobs/<name>/         runspec's own files for the run:
+    paths.json               where its run folder and data are (decided once, at accept)
+    record.json              the RunRecord (record.damaged-*.json: a damaged one set aside)
+    owner.lock               held by whoever drives the run (the daemon or `runspec run`)
+    spec.yaml                the spec as received; provenance.json beside it
+    runspec.log              the lifecycle's log for this run (pushed with it)
+    cancel.json              a request to cancel the run, for whoever drives it
+    train_job.json           what the trainer was started with
+    trainer.json             its identity (unit or pid, start time, boot id)
+    control/                 the trainer's side: stop, deadline, epoch.json, result.json
+    staged/                  verified-complete copies of checkpoints, ready to push
+    pushed.json              the manifest of the last verified push
+    failsafe.json            the failsafe timer armed for the run, and what it did
 """
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from runspec.atomic import write_json_atomic
 from runspec.model import Spec
+
+# The daemon's EnvironmentFile (systemd/runspecd.service): secrets live there, 0600.
+ENV_FILE = Path("/etc/runspec/env")
 
 
 def default_state_dir() -> Path:
@@ -43,6 +54,63 @@ def resolve_under(state: Path, path: Path | None) -> Path | None:
 
 
 @dataclass(frozen=True)
+class StateLayout:
+    """The state folder's own files and folders."""
+
+    state: Path
+
+    @property
+    def inbox(self) -> Path:
+        return self.state / "inbox"
+
+    @property
+    def claimed(self) -> Path:
+        return self.state / "claimed"
+
+    @property
+    def jobs(self) -> Path:
+        return self.state / "jobs"
+
+    @property
+    def runs(self) -> Path:
+        return self.state / "runs"
+
+    @property
+    def data(self) -> Path:
+        return self.state / "data"
+
+    @property
+    def scheduler_db(self) -> Path:
+        return self.state / "scheduler.sqlite"
+
+    @property
+    def daemon_lock(self) -> Path:
+        return self.state / "runspecd.lock"
+
+    @property
+    def machine_file(self) -> Path:
+        return self.state / "machine.json"
+
+    @property
+    def machine_lock(self) -> Path:
+        return self.state / "machine.lock"
+
+    def job_dir(self, name: str) -> Path:
+        return self.jobs / name
+
+    def names(self) -> list[str]:
+        """Every run with a job folder, by name."""
+        try:
+            return sorted(p.name for p in self.jobs.iterdir() if p.is_dir())
+        except FileNotFoundError:
+            return []
+
+    def run_paths(self, name: str) -> RunPaths:
+        """A run's paths as decided when it was accepted."""
+        return RunPaths.load(self.state, name)
+
+
+@dataclass(frozen=True)
 class RunPaths:
     state: Path
     name: str
@@ -50,15 +118,57 @@ class RunPaths:
     data_root: Path
 
     @classmethod
-    def for_spec(cls, spec: Spec, state: Path) -> RunPaths:
+    def decide(
+        cls, spec: Spec, state: Path, runs: Path | None = None, data: Path | None = None
+    ) -> RunPaths:
+        """Where a new run's folders go: the spec's own choice, else the daemon config's
+        `runs:` and `data:`, else the state folder's defaults. Decided once, at accept."""
         state = state.absolute()
-        project = resolve_under(state, spec.output.project) or state / "runs"
-        data_root = resolve_under(state, spec.dataset.extract_to) or state / "data"
+        layout = StateLayout(state)
+        project = resolve_under(state, spec.output.project) or runs or layout.runs
+        data_root = resolve_under(state, spec.dataset.extract_to) or data or layout.data
         return cls(state=state, name=spec.name, project=project, data_root=data_root)
+
+    @classmethod
+    def for_spec(cls, spec: Spec, state: Path) -> RunPaths:
+        """The paths of a run accepted before, else the defaults for a new one."""
+        saved = cls._saved(state.absolute(), spec.name)
+        return saved or cls.decide(spec, state)
+
+    @classmethod
+    def load(cls, state: Path, name: str) -> RunPaths:
+        state = state.absolute()
+        saved = cls._saved(state, name)
+        if saved is not None:
+            return saved
+        layout = StateLayout(state)
+        return cls(state=state, name=name, project=layout.runs, data_root=layout.data)
+
+    @classmethod
+    def _saved(cls, state: Path, name: str) -> RunPaths | None:
+        try:
+            data = json.loads((StateLayout(state).job_dir(name) / "paths.json").read_text())
+            # Folders inside the state folder are kept relative to it, so a state folder seen
+            # at another path (a restored backup, a container's bind mount) still finds them.
+            project, data_root = state / data["project"], state / data["data_root"]
+            return cls(state, name, project, data_root)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def save(self) -> None:
+        def kept(path: Path) -> str:
+            return str(path.relative_to(self.state) if path.is_relative_to(self.state) else path)
+
+        data = {"project": kept(self.project), "data_root": kept(self.data_root)}
+        write_json_atomic(self.paths_file, data, mode=0o644)
 
     def resolve(self, path: Path) -> Path:
         """A path from the spec: relative paths are relative to the state folder."""
         return path if path.is_absolute() else self.state / path
+
+    @property
+    def layout(self) -> StateLayout:
+        return StateLayout(self.state)
 
     @property
     def run_dir(self) -> Path:
@@ -66,7 +176,43 @@ class RunPaths:
 
     @property
     def job_dir(self) -> Path:
-        return self.state / "jobs" / self.name
+        return self.layout.job_dir(self.name)
+
+    @property
+    def paths_file(self) -> Path:
+        return self.job_dir / "paths.json"
+
+    @property
+    def record_file(self) -> Path:
+        return self.job_dir / "record.json"
+
+    @property
+    def owner_lock(self) -> Path:
+        return self.job_dir / "owner.lock"
+
+    @property
+    def spec_file(self) -> Path:
+        return self.job_dir / "spec.yaml"
+
+    @property
+    def provenance_file(self) -> Path:
+        return self.job_dir / "provenance.json"
+
+    @property
+    def runspec_log(self) -> Path:
+        return self.job_dir / "runspec.log"
+
+    @property
+    def cancel_file(self) -> Path:
+        return self.job_dir / "cancel.json"
+
+    @property
+    def train_job_file(self) -> Path:
+        return self.job_dir / "train_job.json"
+
+    @property
+    def trainer_file(self) -> Path:
+        return self.job_dir / "trainer.json"
 
     @property
     def control_dir(self) -> Path:
@@ -75,6 +221,14 @@ class RunPaths:
     @property
     def staged_dir(self) -> Path:
         return self.job_dir / "staged"
+
+    @property
+    def pushed_manifest(self) -> Path:
+        return self.job_dir / "pushed.json"
+
+    @property
+    def failsafe_file(self) -> Path:
+        return self.job_dir / "failsafe.json"
 
     @property
     def weights_cache(self) -> Path:

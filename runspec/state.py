@@ -1,7 +1,10 @@
 """A run's persisted record, its status and how it ended, and the one transition function.
 
 The record is plain JSON under the state folder, written atomically (temp file, fsync, rename),
-so a daemon killed at any moment finds a whole record on restart.
+so a daemon killed at any moment finds a whole record on restart. A record something else
+damaged (bad bytes, truncated, empty, the wrong schema) is never a crash: `load` raises
+`DamagedRecord`, and whoever owns the state folder sets it aside (`set_aside`) so the other
+runs go on. Only the run's owner writes it (runspec.owner).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 from runspec.atomic import write_json_atomic
 from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.errors import RunspecError
+from runspec.paths import StateLayout
 
 log = logging.getLogger("runspec.state")
 
@@ -54,8 +58,12 @@ ALLOWED: dict[RunStatus, frozenset[RunStatus]] = {
     S.STOPPING: frozenset({S.PUSHING}),
     S.PUSHING: frozenset({S.FINISHING, S.FINISHED}),
     S.FINISHING: frozenset({S.FINISHED}),
-    S.FINISHED: frozenset({S.FINISHING}),  # a finish deferred while other specs were queued
+    # Only forward: a finish deferred to the machine's end belongs to runspec.endgame, not
+    # to a finished run's status.
+    S.FINISHED: frozenset(),
 }
+
+RECORD_SCHEMA = 1  # the record.json format this runspec writes and reads
 
 
 @dataclass
@@ -92,7 +100,10 @@ class RunRecord:
     push_error: str | None = None
     finish: dict[str, Any] = field(default_factory=dict)
     cost: dict[str, Any] = field(default_factory=dict)
+    # Set while a write failed for want of space: {"path", "needed", "since"}; None otherwise.
+    disk_full: dict[str, Any] | None = None
     history: list[dict[str, str]] = field(default_factory=list)
+    schema: int = RECORD_SCHEMA
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -102,13 +113,30 @@ class RunRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunRecord:
+        """Raises ValueError, TypeError or KeyError for anything that is not a record."""
+        if not isinstance(data, dict):
+            raise TypeError(f"a record is a JSON object, not {type(data).__name__}")
+        schema = data.get("schema", RECORD_SCHEMA)
+        if schema != RECORD_SCHEMA:
+            raise ValueError(f"record schema {schema!r}; this runspec reads {RECORD_SCHEMA}")
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
+        for key in ("name", "spec_sha256"):
+            if not isinstance(kwargs.get(key), str) or not kwargs[key]:
+                raise KeyError(f"the record has no {key}")
         kwargs["status"] = RunStatus(kwargs.get("status", "queued"))
         term = kwargs.get("termination")
         kwargs["termination"] = Termination(term) if term else None
         if kwargs.get("last_push"):
             kwargs["last_push"] = PushRecord(**kwargs["last_push"])
+        for key, kind in (("epoch", int), ("total_epochs", int), ("restarts_used", int)):
+            if not isinstance(kwargs.get(key, 0), kind):
+                raise TypeError(f"{key} is not an integer")
+        for key in ("finish", "cost"):
+            if not isinstance(kwargs.get(key, {}), dict):
+                raise TypeError(f"{key} is not an object")
+        if not isinstance(kwargs.get("history", []), list):
+            raise TypeError("history is not a list")
         return cls(**kwargs)
 
 
@@ -116,35 +144,115 @@ class TransitionError(RunspecError):
     pass
 
 
+class DamagedRecord(RunspecError):
+    """A record.json that cannot be read as a record."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name = name
+        self.reason = reason
+        super().__init__(f"run {name}: its record is damaged ({reason})")
+
+
+@dataclass(frozen=True)
+class Damaged:
+    """A run set aside because its record was damaged: shown by `runspec status`, and no
+    machine-ending finish is applied while one exists."""
+
+    name: str
+    reason: str
+    kept_as: str  # the damaged file's new name beside it ("" until it was set aside)
+    time: str
+
+
+DAMAGED_FILE = "damaged.json"
+
+
+@dataclass(frozen=True)
+class Scan:
+    records: list[RunRecord]
+    damaged: list[Damaged]
+
+
 class RecordStore:
     """Run records under `<state>/jobs/<name>/record.json`."""
 
     def __init__(self, state_dir: Path, clock: Clock = SYSTEM) -> None:
         self.state_dir = state_dir
+        self.layout = StateLayout(state_dir)
         self.clock = clock
         # The lifecycle and the pusher's worker both save the same record.
         self._lock = threading.RLock()
 
     def path(self, name: str) -> Path:
-        return self.state_dir / "jobs" / name / "record.json"
+        return self.layout.job_dir(name) / "record.json"
 
     def load(self, name: str) -> RunRecord | None:
+        """The record, None when there is none; DamagedRecord when it cannot be read."""
+        path = self.path(name)
         try:
-            data = json.loads(self.path(name).read_text())
+            raw = path.read_bytes()
         except FileNotFoundError:
             return None
-        return RunRecord.from_json(data)
+        except OSError as exc:
+            raise DamagedRecord(name, f"unreadable: {exc.strerror or exc}") from exc
+        try:
+            record = RunRecord.from_json(json.loads(raw.decode("utf-8")))
+        except (ValueError, TypeError, KeyError) as exc:
+            what = "empty" if not raw.strip() else f"{type(exc).__name__}: {exc}"
+            raise DamagedRecord(name, what[:200]) from exc
+        if record.name != name:
+            raise DamagedRecord(name, f"it names another run ({record.name!r})")
+        return record
 
     def save(self, record: RunRecord) -> None:
         with self._lock:
             write_json_atomic(self.path(record.name), record.to_json())
 
+    def damaged(self, name: str) -> Damaged | None:
+        """The run's damage note, when it was set aside."""
+        try:
+            data = json.loads((self.layout.job_dir(name) / DAMAGED_FILE).read_text())
+            return Damaged(name, str(data["reason"]), str(data["kept_as"]), str(data["time"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def scan(self) -> Scan:
+        """Every record that reads, and every run that is damaged (set aside or not)."""
+        records: list[RunRecord] = []
+        damaged: list[Damaged] = []
+        for name in self.layout.names():
+            try:
+                record = self.load(name)
+            except DamagedRecord as exc:
+                damaged.append(Damaged(name, exc.reason, "", utc_iso(self.clock.time())))
+                continue
+            if record is not None:
+                records.append(record)
+            elif (note := self.damaged(name)) is not None:
+                damaged.append(note)
+        return Scan(records, damaged)
+
     def all(self) -> list[RunRecord]:
-        jobs = self.state_dir / "jobs"
-        if not jobs.is_dir():
-            return []
-        records = [self.load(p.name) for p in sorted(jobs.iterdir()) if p.is_dir()]
-        return [r for r in records if r is not None]
+        return self.scan().records
+
+    def set_aside(self, name: str, reason: str) -> Damaged:
+        """Keep a damaged record beside it under another name, and note why: the run is then
+        neither resumed nor overwritten (only the owner of the state folder calls this)."""
+        now = utc_iso(self.clock.time())
+        stamp = now.replace(":", "").replace("+0000", "Z")
+        source = self.path(name)
+        kept = source.with_name(f"record.damaged-{stamp}.json")
+        try:
+            source.rename(kept)
+        except FileNotFoundError:
+            kept = source
+        note = Damaged(name, reason, kept.name, now)
+        write_json_atomic(
+            self.layout.job_dir(name) / DAMAGED_FILE,
+            {"reason": reason, "kept_as": kept.name, "time": now},
+        )
+        log.error("run %s: its record is damaged (%s); kept as %s", name, reason, kept)
+        return note
 
     def transition(
         self,

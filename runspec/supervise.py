@@ -8,21 +8,69 @@ budget hang off the epoch boundaries the marker reports.
 from __future__ import annotations
 
 import logging
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runspec import control
 from runspec.budget import Planner, eval_interval_of, validates
 from runspec.checkpoints import newest_intact_checkpoint
-from runspec.clock import human_duration
-from runspec.launcher import TrainerHandle, TrainJob, start
+from runspec.clock import Clock, human_duration, parse_utc_iso
+from runspec.control import TrainJob
+from runspec.launcher import TrainerHandle, start
+from runspec.model import Spec
 from runspec.observer import observe
-from runspec.state import RunStatus, Termination
+from runspec.owner import RunOwner
+from runspec.paths import ENV_FILE, RunPaths
+from runspec.requests import RunRequests
+from runspec.state import PushRecord, RunRecord, RunStatus, Termination
 
 if TYPE_CHECKING:
-    from runspec.lifecycle import Lifecycle
+    from runspec.push import Pusher
 
 log = logging.getLogger("runspec.supervise")
+
+
+@dataclass(frozen=True)
+class SupervisorOptions:
+    tick: float = 0.5  # how often the trainer's folder is read
+    stop_grace: float = 3600.0  # the longest wait for an epoch boundary after a stop request
+    hang_floor: float = 600.0  # no new epoch for max(5 x longest epoch, this): hung
+    first_epoch_hang: float = 3600.0
+    environment_file: Path | None = ENV_FILE
+
+
+@dataclass(frozen=True)
+class RunParts:
+    """What the training phase works with: the run, its owner, its requests and its pusher."""
+
+    spec: Spec
+    paths: RunPaths
+    owner: RunOwner
+    requests: RunRequests
+    clock: Clock
+    say: Callable[[str], None]
+    pusher: Callable[[], Pusher | None]
+    options: SupervisorOptions
+
+    @property
+    def record(self) -> RunRecord:
+        return self.owner.record
+
+    def deadline(self) -> float:
+        assert self.record.deadline is not None
+        return parse_utc_iso(self.record.deadline)
+
+
+SPACE_POLL_S = 30.0  # how often a trainer waiting for disk space looks again
+SPACE_FLOOR = 50_000_000  # bytes: room for a small checkpoint even before one was written
+
+
+def _no_space(reason: str) -> bool:
+    return "No space left on device" in reason or "Errno 28" in reason
+
 
 # How a trainer that stopped on request ended, by the reason written into the control folder.
 REASONS = {
@@ -34,12 +82,14 @@ REASONS = {
 
 
 class Supervisor:
-    def __init__(self, lc: Lifecycle) -> None:
-        self.lc = lc
-        self.spec = lc.spec
-        self.paths = lc.paths
-        self.record = lc.record
-        self.clock = lc.clock
+    def __init__(self, parts: RunParts) -> None:
+        self.lc = parts
+        self.spec = parts.spec
+        self.paths = parts.paths
+        self.record = parts.record
+        self.owner = parts.owner
+        self.requests = parts.requests
+        self.clock = parts.clock
         self.planner = Planner.for_spec(self.spec, self.record, self.clock)
         self.last_epoch = 0
         self.last_marker_time = 0.0
@@ -56,7 +106,9 @@ class Supervisor:
         self.stop_asked_at = self.clock.monotonic() if self.stopping is not None else None
 
     def run(self) -> None:
-        handle = TrainerHandle.load(self.paths)
+        # Every route to a live trainer is tried before a new one is started: a lost
+        # trainer.json must never mean two trainers in one run folder.
+        handle = TrainerHandle.find(self.paths)
         if handle is None:
             handle = self._launch(resume_from=None)
         elif handle.alive():
@@ -66,10 +118,14 @@ class Supervisor:
         # Has this trainer (maybe a resumed one) ended an epoch yet? Until then it gets the
         # longer first-epoch bound.
         self.epoch_since_launch = self.last_marker_time >= handle.started_at
-        while handle is not None:
-            if self._watch(handle):
-                return  # detached: leave the trainer alone
-            handle = self._after_exit(handle)
+        self.requests.serve_push_now(True)
+        try:
+            while handle is not None:
+                if self._watch(handle):
+                    return  # detached: leave the trainer alone
+                handle = self._after_exit(handle)
+        finally:
+            self.requests.serve_push_now(False)
 
     def _launch(self, resume_from: Path | None) -> TrainerHandle:
         assert self.record.data_yaml is not None
@@ -84,8 +140,7 @@ class Supervisor:
             environment_file=env_file if env_file is not None and env_file.is_file() else None,
             clock=self.clock,
         )
-        self.record.run_dir = str(self.paths.run_dir)
-        self.lc.store.save(self.record)
+        self.owner.update(run_dir=str(self.paths.run_dir))
         what = f"resuming from {resume_from.name}" if resume_from else "training"
         self.lc.say(f"{what}: {self.spec.train.model}, {self.spec.train.epochs} epochs")
         self.last_progress = self.clock.monotonic()
@@ -94,7 +149,7 @@ class Supervisor:
 
     def _seed_from_run_folder(self) -> None:
         """After a restart, the planner learns the epochs it missed from metrics.jsonl."""
-        obs = observe(self.paths.run_dir, self.paths.control_dir, alive=True)
+        obs = observe(self.paths.run_dir, self.paths.control_dir)
         for row in obs.epochs:
             seconds = float(row.get("time") or 0.0)
             self.planner.record_epoch(int(row["epoch"]), seconds, bool(row.get("validated")))
@@ -103,32 +158,32 @@ class Supervisor:
         if marker is not None:
             self.last_epoch, self.last_marker_time = marker.epoch, marker.time
             # Epochs may have ended while nobody watched (a daemon restart): count them.
-            self.record.epoch = marker.epoch
-            self.record.total_epochs = marker.total_epochs
-            self.lc.store.save(self.record)
+            if marker.total_epochs:
+                self.owner.update(epoch=marker.epoch, total_epochs=marker.total_epochs)
 
     def _watch(self, handle: TrainerHandle) -> bool:
         """Watch until the trainer exits (False) or we are told to detach (True)."""
         lc = self.lc
+        requests = self.requests
         while handle.alive():
-            if lc.detach_requested.is_set():
+            if requests.detached.is_set():
                 return True
-            if lc.abort_requested.is_set():
+            if requests.aborted.is_set():
                 lc.say("second signal: ending the trainer now")
                 self.stopping = self.stopping or Termination.INTERRUPTED
                 handle.kill_now()
                 break
-            if lc.interrupt_requested.is_set():
+            if requests.interrupted.is_set():
                 self._ask_stop(handle, Termination.INTERRUPTED, "interrupt")
-            if lc.shutdown_push_requested.is_set() or (
-                lc.interrupt_requested.is_set() and not self.interrupt_pushed
-            ):
+            asked = requests.take_push_now()
+            if asked or (requests.interrupted.is_set() and not self.interrupt_pushed):
                 # A preemption gives seconds: the newest complete checkpoint goes out now,
                 # without waiting for the epoch in progress.
-                lc.shutdown_push_requested.clear()
                 self.interrupt_pushed = True
-                self._push_newest_now()
-            if lc.cancel_requested.is_set():
+                pushed = self._push_newest_now()
+                for request in asked:
+                    request.answer(pushed, "" if pushed else "the immediate push failed")
+            if requests.poll_cancel(self.paths, lc.say):
                 self._ask_stop(handle, Termination.CANCELLED, "cancel")
             marker = control.read_epoch_marker(self.paths.control_dir)
             # A resumed trainer may repeat an epoch number: a new marker is a new write.
@@ -161,16 +216,14 @@ class Supervisor:
         self.last_progress = self.clock.monotonic()
         self.longest_epoch = max(self.longest_epoch, marker.epoch_seconds)
         self.planner.record_epoch(marker.epoch, marker.epoch_seconds, marker.validated)
-        self.record.epoch = marker.epoch
-        self.record.total_epochs = marker.total_epochs
-        self.lc.store.save(self.record)
+        self.owner.update(epoch=marker.epoch, total_epochs=marker.total_epochs)
         pusher = self.lc.pusher()
         pending, rate = 0, None
         if pusher is not None:
             pusher.notify_checkpoint()
             pending = pusher.pending_bytes()
             rate = pusher.upload_rate()
-        obs = observe(self.paths.run_dir, self.paths.control_dir, alive=True)
+        obs = observe(self.paths.run_dir, self.paths.control_dir)
         left = self.lc.deadline() - self.clock.time()
         parts = [f"epoch {marker.epoch}/{marker.total_epochs}"]
         if obs.train_loss is not None:
@@ -212,18 +265,19 @@ class Supervisor:
         handle.request_stop(reason)
         self.lc.say(f"stop requested ({why.value}): the trainer stops at the next epoch boundary")
         if self.record.status is RunStatus.TRAINING:
-            self.lc.store.transition(self.record, RunStatus.STOPPING, reason, why)
+            self.owner.transition(RunStatus.STOPPING, reason, why)
 
-    def _push_newest_now(self) -> None:
-        from runspec.lifecycle import push_until_verified
+    def _push_newest_now(self) -> PushRecord | None:
+        from runspec.push.pusher import push_until_verified
 
         pusher = self.lc.pusher()
         if pusher is None:
-            return
+            return None
         self.lc.say("pushing the newest complete checkpoint now")
         pushed = push_until_verified(pusher, final=False, timeout=60.0, clock=self.clock)
         if pushed is None:
             self.lc.say("the immediate push was not verified")
+        return pushed
 
     def _past_point_of_no_return(self) -> bool:
         pusher = self.lc.pusher()
@@ -258,6 +312,13 @@ class Supervisor:
             why = self.stopping or REASONS.get(result.reason or "", Termination.INTERRUPTED)
             self._end(why, f"training stopped at epoch {self.last_epoch} ({why.value})")
             return None
+        if result is not None and result.outcome == "failed" and _no_space(result.reason):
+            # A full disk is a state, not a failure: wait for space, then resume.
+            if self._wait_for_space():
+                self.lc.say("space is back: resuming the trainer")
+                return self._launch(resume_from=newest_intact_checkpoint(self.paths.run_dir))
+            if self.requests.detached.is_set():
+                return None  # still waiting for space; whoever drives it next goes on waiting
         if result is not None and result.outcome == "failed":
             # LibreYOLO raised: retrying would raise again.
             message = result.reason or f"{result.error_type}: {result.error_message}"
@@ -283,8 +344,7 @@ class Supervisor:
                 f"(train.restarts: {self.spec.train.restarts})",
             )
             return None
-        self.record.restarts_used += 1
-        self.lc.store.save(self.record)
+        self.owner.update(restarts_used=self.record.restarts_used + 1)
         checkpoint = newest_intact_checkpoint(self.paths.run_dir)
         self.lc.say(
             f"the trainer died unexpectedly; restart {self.record.restarts_used}"
@@ -292,6 +352,34 @@ class Supervisor:
         )
         return self._launch(resume_from=checkpoint)
 
+    def _wait_for_space(self) -> bool:
+        """Until the run folder's disk has room for a checkpoint and its staged copy again:
+        True then; False when the run must move on (the budget's end, a stop, a detach)."""
+        last = self.paths.run_dir / "weights" / "last.pt"
+        try:
+            one = last.stat().st_size
+        except OSError:
+            one = SPACE_FLOOR
+        needed = 2 * max(one, SPACE_FLOOR)
+        where = str(self.paths.run_dir)
+        self.owner.note_disk_full(
+            where, needed, f"the trainer ran out of space in {where}; waiting for space"
+        )
+        while not (self.requests.detached.is_set() or self.requests.cancelled.is_set()):
+            if self.stopping is not None or self.requests.interrupted.is_set():
+                return False
+            if self._past_point_of_no_return():
+                return False
+            try:
+                free = shutil.disk_usage(where).free
+            except OSError:
+                free = 0
+            if free >= needed:
+                self.owner.clear_disk_full()
+                return True
+            self.clock.sleep(SPACE_POLL_S)
+        return False
+
     def _end(self, termination: Termination, reason: str) -> None:
         self.lc.say(reason)
-        self.lc.store.transition(self.record, RunStatus.PUSHING, reason, termination)
+        self.owner.transition(RunStatus.PUSHING, reason, termination)

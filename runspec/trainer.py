@@ -25,18 +25,15 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import libreyolo
-import torch
 from libreyolo.cli.aliases import train_aliases
-from libreyolo.cli.commands.train import _create_explicit_task_train_model
-from libreyolo.cli.config import detect_family_from_model_ref, resolve_model_name
 from libreyolo.training.ddp_spawn import spawn_for_model
 
 from runspec import control
 from runspec.budget import eval_interval_from_args, validates
 from runspec.clock import SYSTEM
-from runspec.control import EpochMarker, FileStat, TrainerOutcome, TrainerResult
-from runspec.launcher import TrainJob
+from runspec.control import EpochMarker, FileStat, TrainerOutcome, TrainerResult, TrainJob
+from runspec.locks import FileLock
+from runspec.modelbuild import build_model, resolve_device
 
 # A hidden option for the tests: route training through LibreYOLO's multi-GPU coordinator with
 # this many CPU ranks, so the path production takes with `device: "0,1,..."` runs without GPUs.
@@ -125,40 +122,6 @@ class _Signals:
         control.request_stop(self.control_dir, f"{signal.Signals(signum).name} to the trainer")
 
 
-def resolve_device(device: str) -> str:
-    """The spec's device as LibreYOLO takes it; "all" means every GPU this machine shows."""
-    if device != "all":
-        return device
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    return ",".join(str(i) for i in range(count)) if count else "cpu"
-
-
-def _build_model(job: TrainJob, device: str, pretrained: Any) -> Any:
-    if job.resume_from is not None:
-        return libreyolo.LibreYOLO(job.resume_from, device=_model_device(device))
-    model_path = resolve_model_name(job.model)
-    if pretrained is False:
-        # As `libreyolo train model=yolo9-t pretrained=false` does: build the architecture
-        # from scratch, with no download.
-        family = detect_family_from_model_ref(job.model, model_path)
-        model = _create_explicit_task_train_model(
-            family=family,
-            model_path=model_path,
-            task=job.args.get("task"),
-            resume=False,
-            device=_model_device(device),
-            pretrained=False,
-            seed=int(job.args.get("seed", 0)),
-        )
-        if model is not None:
-            return model
-    return libreyolo.LibreYOLO(model_path, device=_model_device(device))
-
-
-def _model_device(device: str) -> str:
-    return "cpu" if device == "cpu" else "cuda:" + device.split(",", maxsplit=1)[0]
-
-
 def train_kwargs(job: TrainJob, device: str, callback: StopControl) -> dict[str, Any]:
     aliases = train_aliases(job.args.get("task"))
     kwargs: dict[str, Any] = {aliases.get(k, k): v for k, v in job.args.items()}
@@ -207,7 +170,7 @@ def run(job: TrainJob) -> TrainerResult:
     try:
         device = resolve_device(job.device)
         pretrained = job.args.get("pretrained", True)
-        model = _build_model(job, device, pretrained)
+        model = build_model(job, device, pretrained)
         kwargs = train_kwargs(job, device, callback)
         ddp_ranks = int(os.environ.get(CPU_DDP_ENV, "0") or 0)
         if ddp_ranks > 1:
@@ -265,6 +228,18 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, TypeError) as exc:
         print(f"runspec.trainer: cannot read the job {args.job}: {exc}", file=sys.stderr)
         return control.EXIT_BAD_JOB
+    # The last line of "no second trainer, ever": whatever lost track of the first one, two
+    # trainers never write one run folder. Held until this process exits.
+    lock = FileLock(
+        Path(job.control_dir) / control.TRAINER_LOCK_FILE, command=f"runspec.trainer {job.name}"
+    )
+    other = lock.try_acquire()
+    if other is not None:
+        print(
+            f"runspec.trainer: {other} already trains run {job.name}; not starting a second",
+            file=sys.stderr,
+        )
+        return control.EXIT_DUPLICATE
     result = run(job)
     control.write_result(Path(job.control_dir), result)
     why = result.detail or result.reason

@@ -80,7 +80,7 @@ class DaemonProc:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, *extra: str, watchdog_usec: int = 1_000_000) -> DaemonProc:
-        cmd = [sys.executable, "-m", "runspec.daemon", "--state", str(self.state)]
+        cmd = [sys.executable, "-m", "runspec", "daemon", "--state", str(self.state)]
         cmd += ["--inbox", str(self.inbox)]
         if self.config is not None:
             cmd += ["--config", str(self.config)]

@@ -23,6 +23,7 @@ from runspec.clock import ManualClock
 from runspec.control import EpochMarker, FileStat, write_epoch_marker
 from runspec.loader import load_spec
 from runspec.model import Spec
+from runspec.owner import RunOwner
 from runspec.paths import RunPaths
 from runspec.push import Pusher
 from runspec.state import RecordStore, RunRecord
@@ -112,7 +113,7 @@ class FakeRun:
             "retry_base": 0.0,
         }
         options.update(kwargs)
-        pusher = Pusher(self.spec, self.paths, self.store, self.record, **options)
+        pusher = Pusher(self.spec, self.paths, RunOwner(self.store, self.record), **options)
         pusher.start()
         self.pushers.append(pusher)
         return pusher

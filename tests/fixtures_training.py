@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from runspec.control import read_epoch_marker
-from runspec.launcher import TrainJob
+from runspec.control import TrainJob, read_epoch_marker
 from runspec.model import BudgetSpec, DatasetSpec, Spec, SyntheticDataset, TrainSpec
 from runspec.paths import RunPaths
 from runspec.synthetic import generate

@@ -121,9 +121,10 @@ def _queue_and_cancel(state: Path, name: str) -> None:
     from runspec.clock import SYSTEM
     from runspec.daemon.queue import request_cancel
     from runspec.loader import load_spec_text
+    from runspec.paths import StateLayout
 
     accept(load_spec_text(spec_text(name), f"{name}.yaml"), state, None, SYSTEM)
-    request_cancel(state, name, SYSTEM)
+    request_cancel(StateLayout(state).run_paths(name), SYSTEM)
 
 
 def test_idle_finish_is_never_armed_on_a_fresh_machine(make_daemon, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -150,8 +151,12 @@ def test_idle_finish_after_a_run_ended_survives_a_daemon_kill(make_daemon, tmp_p
     second.wait_ready()
     wait_until(marker.exists, what="the idle finish's command")
     assert "applying the idle finish (command)" in second.output
+    # The idle finish acts for the machine: machine.json says what it did, no run's record.
+    machine = json.loads((second.state / "machine.json").read_text())
+    assert machine["pending"]["run"] == "the machine"
+    assert machine["pending"]["result"]["action"] == "command"
     record = json.loads((second.state / "jobs/short/record.json").read_text())
-    assert record["finish"]["idle_finish"]["action"] == "command"
+    assert record["finish"] == {}
 
 
 @pytest.mark.parametrize("how", ["--dry-run", "finish_dry_run: true"])

@@ -7,6 +7,7 @@ can power off or destroy the machine running the tests.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -17,13 +18,15 @@ import pytest
 from runspec import failsafe
 from runspec.accept import accept
 from runspec.clock import ManualClock, utc_iso
-from runspec.finish import FinishHost, FinishResult, apply_finish, container_reason
+from runspec.finish import FinishContext, FinishResult, apply_finish
+from runspec.host import FinishHost, container_reason
 from runspec.loader import load_spec_text
 from runspec.model import Spec
 from runspec.paths import RunPaths
 from runspec.providers.vast import Vast
-from runspec.state import PushRecord, RecordStore, RunRecord, RunStatus
+from runspec.state import RecordStore, RunRecord, RunStatus
 from tests.fixtures_providers import Answer, StandIn, vast_answers_stopped
+from tests.fixtures_push import write_checkpoint
 
 VAST_KEY = "vast-key-finish-test"
 
@@ -41,11 +44,8 @@ finish: {finish}
     return load_spec_text(text, f"{name}.yaml")
 
 
-def record_for(spec: Spec, verified: bool) -> RunRecord:
-    record = RunRecord(name=spec.name, spec_sha256=spec.sha256, run_dir="/state/runs/fin")
-    if verified:
-        record.last_push = PushRecord(epoch=3, time=utc_iso(0), commit="abc", files=[], final=True)
-    return record
+def context(spec: Spec) -> FinishContext:
+    return FinishContext(spec.name, spec.budget.hourly_cost, "/state/runs/fin")
 
 
 class Output:
@@ -101,8 +101,8 @@ def finish(
 ) -> tuple[FinishResult, Output]:
     out = Output()
     result = apply_finish(
-        spec,
-        record_for(spec, verified),
+        spec.finish,
+        context(spec),
         verified=verified,
         dry_run=dry_run,
         clock=ManualClock(),
@@ -129,8 +129,8 @@ def test_a_command_finish_runs_after_saying_what_it_will_run(
         out(line)
 
     result = apply_finish(
-        spec,
-        record_for(spec, True),
+        spec.finish,
+        context(spec),
         verified=True,
         dry_run=False,
         clock=ManualClock(),
@@ -511,17 +511,21 @@ def test_failsafe_fires_only_for_a_run_that_has_not_ended(tmp_path: Path, host_r
     store = RecordStore(state_dir, clock)
     record.status = RunStatus.TRAINING
     store.save(record)
+    # A checkpoint on the disk that no push ever verified: the run is not safe elsewhere.
+    write_checkpoint(state_dir / "runs/fs3/weights/last.pt", 2)
 
     out = Output()
     code = failsafe.fire(state_dir, "fs3", clock=clock, progress=out, host=host(host_root, {}))
     assert code == 0  # keep did what it was told
     saved = store.load("fs3")
-    assert saved is not None and saved.finish["by"] == "failsafe"
-    assert saved.finish["action"] == "keep" and not saved.finish["verified"]
+    # The failsafe never writes the run's record: its own file says what it did.
+    assert saved is not None and saved.finish == {} and saved.status is RunStatus.TRAINING
+    fired = json.loads((state_dir / "jobs/fs3/failsafe.json").read_text())["fired"]
+    assert fired["applied"] and fired["result"]["action"] == "keep"
+    assert not fired["result"]["verified"]
     assert "still training past deadline + overrun" in out.text
 
     saved.status = RunStatus.FINISHED
-    saved.finish = {}
     store.save(saved)
     # The real entry point the timer runs, in its own process.
     proc = subprocess.run(

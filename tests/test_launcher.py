@@ -13,10 +13,9 @@ import pytest
 
 from runspec import control
 from runspec.checkpoints import is_intact
-from runspec.control import TrainerOutcome
+from runspec.control import TrainerOutcome, TrainJob
 from runspec.identity import ProcessIdentity
-from runspec.launcher import TRAINER_FILE, TrainerHandle, TrainJob, start
-from runspec.observer import ObservedState, observe
+from runspec.launcher import TrainerHandle, start
 from tests.fixtures_training import TinyJob, wait_epoch, wait_for
 
 pytestmark = pytest.mark.timeout(600)
@@ -55,7 +54,7 @@ def test_a_handle_with_a_stale_identity_never_signals(
     # trainer.json names the bystander's pid, with another start time (the trainer is long gone
     # and its pid was handed out again).
     paths.job_dir.mkdir(parents=True)
-    (paths.job_dir / TRAINER_FILE).write_text(
+    paths.trainer_file.write_text(
         json.dumps(
             {
                 "identity": {**real.to_json(), "start_ticks": real.start_ticks + 7},
@@ -112,6 +111,5 @@ def test_stop_escalates_to_sigterm_when_the_boundary_does_not_come(tiny_job: Tin
     result = handle.result()
     assert result is not None and result.outcome == TrainerOutcome.KILLED
     assert result.exit_code == control.EXIT_SECOND_SIGNAL
-    # LibreYOLO never got to say so: status.json still says running, the observer knows better.
-    seen = observe(paths.run_dir, paths.control_dir, alive=handle.alive())
-    assert seen.state == ObservedState.KILLED
+    # LibreYOLO never got to say so: status.json still says running; the result knows better.
+    assert '"running"' in (paths.run_dir / "status.json").read_text()

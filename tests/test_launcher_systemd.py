@@ -14,7 +14,8 @@ import pytest
 
 from runspec import control
 from runspec.checkpoints import is_intact
-from runspec.launcher import TrainJob, unit_name
+from runspec.control import TrainJob
+from runspec.launcher import unit_name
 from runspec.paths import RunPaths
 from tests.fixtures_training import tiny_spec, wait_epoch
 from tests.system.harness import Container, python_prefix, why_unavailable
@@ -26,7 +27,8 @@ REPO = Path(__file__).resolve().parent.parent
 DRIVER = """\
 import json, sys
 from pathlib import Path
-from runspec.launcher import TrainJob, TrainerHandle, start
+from runspec.control import TrainJob
+from runspec.launcher import TrainerHandle, start
 from runspec.paths import RunPaths
 
 state, name, what = Path(sys.argv[1]), sys.argv[2], sys.argv[3]

@@ -26,11 +26,12 @@ def lifecycle_for(spec_file: Path, state: Path, lines: list[str]) -> Lifecycle:
 def test_an_unexpected_error_in_a_phase_still_pushes_and_finishes(
     tmp_path: Path, write_spec: SpecWriter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def full_disk(*args: object, **kwargs: object) -> Path:
-        raise OSError(28, "No space left on device")
+    def broken_disk(*args: object, **kwargs: object) -> Path:
+        raise OSError(5, "Input/output error")
 
-    # The narrowest seam: the one call that would hit the full disk.
-    monkeypatch.setattr(runspec.staging, "stage_dataset", full_disk)
+    # The narrowest seam: the one call that would hit the failing disk. (A full disk is not an
+    # error but a state the run waits out: see test_disk_full.py.)
+    monkeypatch.setattr(runspec.staging, "stage_dataset", broken_disk)
     touched = tmp_path / "finish-ran"
     spec = write_spec(
         "fulldisk",
@@ -41,7 +42,7 @@ def test_an_unexpected_error_in_a_phase_still_pushes_and_finishes(
     record = lifecycle_for(spec, tmp_path / "state", lines).run()
     assert record.status.value == "finished"
     assert record.termination is not None and record.termination.value == "failed-staging"
-    assert "No space left on device" in record.why
+    assert "Input/output error" in record.why
     assert record.last_push is not None and record.last_push.final
     assert (tmp_path / "volume" / "fulldisk" / "runspec" / "record.json").exists()
     assert touched.exists()  # a failed run still gets its finish, once its files are out
@@ -58,7 +59,7 @@ def test_a_signal_before_training_pushes_and_skips_the_finish(
     )
     lines: list[str] = []
     lifecycle = lifecycle_for(spec, tmp_path / "state", lines)
-    lifecycle.interrupt()
+    lifecycle.requests.interrupt()
     record = lifecycle.run()
     assert record.termination is not None and record.termination.value == "interrupted"
     assert record.run_dir is None  # no trainer was started

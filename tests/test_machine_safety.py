@@ -1,62 +1,104 @@
-"""A finish that acts for the whole machine (deferred while other specs ran, or the daemon's
-idle finish) may count as verified only when every run that trained here is safe elsewhere."""
+"""The machine may end only when every run's newest weights are verified off it, judged from the
+files on the disk at that moment, never from a saved flag."""
 
 from __future__ import annotations
 
+import shutil
+import time
 from pathlib import Path
 
 from runspec.accept import accept
+from runspec.control import EpochMarker, FileStat, write_epoch_marker
 from runspec.loader import load_spec
-from runspec.model import Spec
-from runspec.state import PushRecord, RecordStore, RunStatus, Termination
-from runspec.verdict import machine_weights_safe
+from runspec.owner import RunOwner
+from runspec.paths import RunPaths, StateLayout
+from runspec.push import Pusher
+from runspec.state import RecordStore, RunStatus, Termination
+from runspec.verdict import machine_verdict, run_safety
+from tests.fixtures_push import write_checkpoint
 from tests.fixtures_run import SpecWriter
 
 
-def ended(store: RecordStore, name: str, *, trained: bool, final_push: bool | None) -> None:
+def trained(paths: RunPaths, epoch: int) -> None:
+    """What a trainer leaves after `epoch`: last.pt and the marker vouching for it."""
+    last = paths.run_dir / "weights" / "last.pt"
+    write_checkpoint(last, epoch, size=1000)
+    files = {"weights/last.pt": FileStat.of(last)}
+    write_epoch_marker(paths.control_dir, EpochMarker(epoch, 5, 1.0, False, time.time(), files))
+
+
+def ended(store: RecordStore, name: str, termination: Termination) -> None:
     record = store.load(name)
     assert record is not None
     for status in (RunStatus.PREFLIGHT, RunStatus.STAGING, RunStatus.TRAINING):
         store.transition(record, status, "test")
-    if trained:
-        record.run_dir = f"/runs/{name}"
-    if final_push is not None:
-        record.last_push = PushRecord(epoch=3, time="t", commit="c", files=[], final=final_push)
-    store.transition(record, RunStatus.PUSHING, "test", Termination.COMPLETED)
+    store.transition(record, RunStatus.PUSHING, "test", termination)
     store.transition(record, RunStatus.FINISHED, "test")
 
 
-def test_one_unverified_or_unpushed_run_makes_the_whole_machine_unsafe(
+def push_final(state: Path, name: str) -> None:
+    paths = StateLayout(state).run_paths(name)
+    spec = load_spec(paths.spec_file)
+    store = RecordStore(state)
+    record = store.load(name)
+    assert record is not None
+    pusher = Pusher(spec, paths, RunOwner(store, record), min_interval=0.0, progress=print)
+    pusher.start()
+    try:
+        assert pusher.push_now(final=True, timeout=60) is not None
+    finally:
+        pusher.stop()
+
+
+def test_a_newer_checkpoint_than_the_verified_one_makes_the_run_unsafe(
     tmp_path: Path, write_spec: SpecWriter
 ) -> None:
     state = tmp_path / "state"
+    spec = load_spec(write_spec("newer", push={"dir": str(tmp_path / "volume")}))
+    accept(spec, state)
+    paths = StateLayout(state).run_paths("newer")
     store = RecordStore(state)
+    trained(paths, 3)
+    push_final(state, "newer")
+    ended(store, "newer", Termination.COMPLETED)
+    record = store.load("newer")
+    assert record is not None
+    assert run_safety(paths, spec, record).safe
+    assert machine_verdict(StateLayout(state)).safe
 
-    def load(name: str) -> Spec:
-        return load_spec(state / "jobs" / name / "spec.yaml")
-
-    volume = {"dir": str(tmp_path / "volume")}
-    accept(load_spec(write_spec("pushed", push=volume)), state)
-    accept(load_spec(write_spec("failed-early", push=volume)), state)
-    ended(store, "pushed", trained=True, final_push=True)
-    ended(store, "failed-early", trained=False, final_push=None)  # never trained: no weights
-    accept(load_spec(write_spec("waiting", push=volume)), state)  # queued: no weights either
-    assert machine_weights_safe(store, load) == (True, "every run's final push is verified")
-
-    accept(load_spec(write_spec("local-only")), state)  # no push section
-    ended(store, "local-only", trained=True, final_push=None)
-    safe, why = machine_weights_safe(store, load)
-    assert not safe and "local-only" in why and "only on this disk" in why
+    # The trainer (resumed, say) wrote a newer last.pt that no push verified.
+    time.sleep(0.01)
+    trained(paths, 4)
+    safety = run_safety(paths, spec, record)
+    assert not safety.safe and "weights/last.pt on this disk is not the copy verified" in safety.why
+    verdict = machine_verdict(StateLayout(state))
+    assert verdict.verdict == "unsafe" and "newer" in verdict.why
 
 
-def test_a_run_whose_final_push_failed_makes_the_machine_unsafe(
+def test_a_run_that_pushes_nowhere_makes_the_machine_unsafe_once_it_trained(
     tmp_path: Path, write_spec: SpecWriter
 ) -> None:
     state = tmp_path / "state"
+    accept(load_spec(write_spec("local-only")), state)
+    accept(load_spec(write_spec("waiting")), state)  # queued: never trained, nothing on disk
     store = RecordStore(state)
-    accept(load_spec(write_spec("flaky", push={"dir": str(tmp_path / "v")})), state)
-    ended(store, "flaky", trained=True, final_push=False)
-    safe, why = machine_weights_safe(
-        store, lambda name: load_spec(state / "jobs" / name / "spec.yaml")
-    )
-    assert not safe and "flaky" in why
+    ended(store, "local-only", Termination.FAILED_PREFLIGHT)
+    assert machine_verdict(StateLayout(state)).safe  # it never wrote weights
+    trained(StateLayout(state).run_paths("local-only"), 2)
+    verdict = machine_verdict(StateLayout(state))
+    assert verdict.verdict == "unsafe" and "only on this disk" in verdict.why
+    # With a daemon to run it, a queued run makes the machine's end wait.
+    assert machine_verdict(StateLayout(state), daemon_alive=True).verdict == "wait"
+
+
+def test_a_damaged_record_blocks_every_machine_end(tmp_path: Path, write_spec: SpecWriter) -> None:
+    state = tmp_path / "state"
+    accept(load_spec(write_spec("fine")), state)
+    accept(load_spec(write_spec("broken")), state)
+    record_file = StateLayout(state).run_paths("broken").record_file
+    record_file.write_bytes(b"\x8f\x01\xff\xfe\x00\x13\x88\x9a")
+    verdict = machine_verdict(StateLayout(state))
+    assert verdict.verdict == "blocked" and "broken" in verdict.why
+    assert "runspec rm broken" in verdict.why
+    shutil.rmtree(StateLayout(state).job_dir("broken"))
+    assert machine_verdict(StateLayout(state)).safe

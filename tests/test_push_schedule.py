@@ -4,12 +4,7 @@ one commit per minimum interval."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
-from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
-from apscheduler.schedulers.background import BackgroundScheduler
-
-from runspec.push.jobs import JOB_FUNC
 from tests.fixtures_push import FakeRun, MakeRun, wait_until
 from tests.hubserver import HubServer
 
@@ -91,37 +86,26 @@ def test_commits_coalesce_to_one_per_min_interval(hub_server: HubServer, make_ru
         assert rel in hub_server.files("me/run1")
 
 
-def test_interval_job_pushes_changed_run_files(hub_server: HubServer, make_run: MakeRun) -> None:
-    run = make_run(every="1s")
+def test_the_schedule_pushes_changed_run_files_every_interval(
+    hub_server: HubServer, make_run: MakeRun
+) -> None:
+    """`push.every` is read from the one clock seam: nothing before it, a push after it."""
+    run = make_run(every="15m")
     run.epoch(1)
     pusher = run.pusher()
     assert pusher.push_now(final=False, timeout=60) is not None
     with (run.run_dir / "train.log").open("a") as fh:
         fh.write("a line written between epochs\n")
     local = (run.run_dir / "train.log").read_bytes()
+    run.clock.advance(14 * 60)
+    time.sleep(1.5)  # three worker wake-ups: had it pushed early, a commit would be there
+    assert len(commits(hub_server, run)) == 1
+    run.clock.advance(61)
     wait_until(
         lambda: hub_server.read_file("me/run1", "train.log") == local, 30, "a scheduled push", run
     )
-    assert len(commits(hub_server, run)) >= 2
-
-
-def test_interval_job_survives_a_persistent_job_store(
-    hub_server: HubServer, make_run: MakeRun, tmp_path: Path
-) -> None:
-    scheduler = BackgroundScheduler(
-        jobstores={"default": SQLAlchemyJobStore(url=f"sqlite:///{tmp_path / 'jobs.sqlite'}")},
-        timezone="UTC",
-    )
-    scheduler.start()
-    try:
-        run = make_run(every="1s")
-        run.epoch(1)
-        pusher = run.pusher(scheduler=scheduler)
-        (job,) = scheduler.get_jobs()
-        assert job.func_ref == JOB_FUNC
-        assert job.max_instances == 1 and job.coalesce
-        wait_until(lambda: len(commits(hub_server, run)) == 1, 30, "a scheduled push", run)
-        pusher.stop()
-        assert scheduler.get_jobs() == []
-    finally:
-        scheduler.shutdown(wait=False)
+    assert len(commits(hub_server, run)) == 2
+    # With nothing new, the next interval sends nothing: no empty commits.
+    run.clock.advance(15 * 60 + 1)
+    time.sleep(1.5)
+    assert len(commits(hub_server, run)) == 2

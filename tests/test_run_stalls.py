@@ -112,7 +112,7 @@ def test_a_cancel_the_trainer_never_answers_is_bounded(
     lifecycle, thread, done = start_lifecycle(spec, state, lines, stop_grace=3.0, hang_floor=600.0)
     wait_record(state, "deaf", lambda r: r["epoch"] >= 1, timeout=180)
     freeze_trainer(state, "deaf")
-    lifecycle.cancel()
+    lifecycle.requests.cancel()
     record = finished(thread, done, lines)
     assert record.termination is not None and record.termination.value == "cancelled"
     assert any("did not reach an epoch boundary" in line for line in lines), lines

@@ -18,7 +18,7 @@ from runspec import control
 from runspec.checkpoints import complete_checkpoints, is_intact, newest_intact_checkpoint
 from runspec.control import TrainerOutcome
 from runspec.launcher import TrainerHandle, start
-from runspec.observer import ObservedState, observe
+from runspec.observer import observe
 from runspec.paths import RunPaths
 from tests.fixtures_training import TinyJob, wait_epoch, wait_for
 
@@ -43,8 +43,7 @@ def test_a_clean_run_completes_and_a_cut_last_pt_is_never_complete(tiny_job: Tin
     assert result is not None and result.outcome == TrainerOutcome.COMPLETED
     assert result.exit_code == control.EXIT_COMPLETED == handle._proc.returncode  # type: ignore[union-attr]
     assert result.epochs_completed == 2
-    seen = observe(paths.run_dir, paths.control_dir, alive=handle.alive())
-    assert seen.state == ObservedState.COMPLETED
+    seen = observe(paths.run_dir, paths.control_dir)
     assert (seen.completed_epochs, seen.total_epochs) == (2, 2)
     assert [row["epoch"] for row in seen.epochs] == [1, 2]
     assert seen.train_loss is not None and seen.best_metric_name
@@ -72,8 +71,7 @@ def _assert_stopped_at_boundary(paths: RunPaths, handle: TrainerHandle, asked_af
     assert is_intact(last)
     complete = {c.relpath: c.epoch for c in complete_checkpoints(paths.run_dir, paths.control_dir)}
     assert complete["weights/last.pt"] == marker.epoch
-    seen = observe(paths.run_dir, paths.control_dir, alive=False)
-    assert seen.state == ObservedState.STOPPED
+    seen = observe(paths.run_dir, paths.control_dir)
     assert seen.completed_epochs == marker.epoch
     return result.reason
 
@@ -118,8 +116,7 @@ def test_a_killed_trainer_is_detected_and_resumes_to_completion(tiny_job: TinyJo
     os.kill(handle.identity.pid, signal.SIGKILL)
     _finish(handle, 30)
 
-    seen = observe(paths.run_dir, paths.control_dir, alive=handle.alive())
-    assert seen.state == ObservedState.KILLED
+    assert not handle.alive()
     assert control.read_result(paths.control_dir) is None
     result = handle.result()
     assert result is not None and result.outcome == TrainerOutcome.KILLED
@@ -133,8 +130,7 @@ def test_a_killed_trainer_is_detected_and_resumes_to_completion(tiny_job: TinyJo
     _finish(second)
     result = second.result()
     assert result is not None and result.outcome == TrainerOutcome.COMPLETED, result
-    seen = observe(paths.run_dir, paths.control_dir, alive=False)
-    assert seen.state == ObservedState.COMPLETED
+    seen = observe(paths.run_dir, paths.control_dir)
     assert [row["epoch"] for row in seen.epochs] == [1, 2, 3, 4]  # deduplicated after resume
     assert is_intact(paths.run_dir / "weights" / "epoch_4.pt")
     assert "Resumed from epoch" in (paths.run_dir / "console.log").read_text()

@@ -14,20 +14,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from runspec.clock import SYSTEM
-    from runspec.daemon.lock import StateLock
     from runspec.daemon.queue import request_cancel
     from runspec.errors import UsageError
+    from runspec.owner import daemon_holder, run_holder
+    from runspec.paths import StateLayout
     from runspec.state import RecordStore, RunStatus
 
     state = state_dir(args)
+    layout = StateLayout(state)
     record = RecordStore(state).load(args.name)
     if record is None:
         raise UsageError(f"no run named {args.name!r} in {state}")
     if record.status is RunStatus.FINISHED:
         raise UsageError(f"run {args.name!r} has already finished ({record.reason})")
-    request_cancel(state, args.name, SYSTEM)
-    daemon = StateLock.holder(state)
-    where = f"the daemon (pid {daemon})" if daemon else "the daemon when it next starts"
+    paths = layout.run_paths(args.name)
+    request_cancel(paths, SYSTEM)
+    # Whoever drives the run reads the request: the daemon, or a `runspec run`.
+    owner = run_holder(paths) or daemon_holder(layout)
+    where = str(owner) if owner else "whoever drives it next (no daemon runs now)"
     if record.status is RunStatus.QUEUED:
         print(f"cancel requested: {where} removes {args.name} from the queue")
     else:

@@ -21,12 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def log_file(state: Path, name: str, own: bool) -> Path:
-    from runspec.daemon.runinfo import run_dir_of
+    from runspec.paths import StateLayout
 
+    paths = StateLayout(state).run_paths(name)
     if own:
-        return state / "jobs" / name / "runspec.log"
-    run_dir = run_dir_of(state, name)
-    candidates = [run_dir / "train.log", state / "jobs" / name / "trainer.log"]
+        return paths.runspec_log
+    candidates = [paths.run_dir / "train.log", paths.run_dir / "console.log"]
     for path in candidates:
         if path.exists():
             return path

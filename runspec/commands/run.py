@@ -26,42 +26,52 @@ def run(args: argparse.Namespace) -> int:
     from runspec.accept import accept
     from runspec.lifecycle import Lifecycle, LifecycleOptions
     from runspec.loader import load_spec
+    from runspec.owner import RunLock
     from runspec.paths import RunPaths
     from runspec.provenance import git_info
-    from runspec.report import summary_lines
     from runspec.state import RecordStore
-    from runspec.verdict import exit_code
+    from runspec.verdict import exit_code, run_safety
+    from runspec.views.report import summary_lines
 
     spec = load_spec(args.spec)
     state = state_dir(args)
-    git = git_info(args.spec)
-    accept(spec, state, {"via": "runspec run", **({"git": git} if git else {})})
-    as_json = args.format == "json"
-    # With --json, stdout holds only the final JSON; progress goes to stderr.
-    out = sys.stderr if as_json else sys.stdout
-
-    def progress(line: str) -> None:
-        print(line, file=out, flush=True)
-
-    lifecycle = Lifecycle(
-        spec,
-        RunPaths.for_spec(spec, state),
-        RecordStore(state),
-        LifecycleOptions(finish_dry_run=args.finish_dry_run, progress=progress),
-    )
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        lifecycle.interrupt()  # sets a flag; a second signal sets the abort flag
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    paths = RunPaths.for_spec(spec, state)
+    # One owner per run: refused at once, naming the other driver, before anything is written.
+    lock = RunLock(paths)
+    lock.acquire()
     try:
-        record = lifecycle.run()
+        git = git_info(args.spec)
+        accept(spec, state, {"via": "runspec run", **({"git": git} if git else {})})
+        paths = RunPaths.for_spec(spec, state)
+        as_json = args.format == "json"
+        # With --json, stdout holds only the final JSON; progress goes to stderr.
+        out = sys.stderr if as_json else sys.stdout
+
+        def progress(line: str) -> None:
+            print(line, file=out, flush=True)
+
+        lifecycle = Lifecycle(
+            spec,
+            paths,
+            RecordStore(state),
+            LifecycleOptions(finish_dry_run=args.finish_dry_run, progress=progress),
+            lock=lock,
+        )
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            lifecycle.requests.interrupt()  # sets a flag; a second signal sets the abort flag
+
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            record = lifecycle.run()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        lock.release()
     if as_json:
         print_json(record.to_json())
     else:
         for line in summary_lines(spec, record):
             progress(line)
-    return exit_code(spec, record)
+    return exit_code(run_safety(paths, spec, record), record)

@@ -19,31 +19,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from runspec.clock import SYSTEM
-    from runspec.daemon.lock import StateLock
-    from runspec.daemon.runinfo import info, table
     from runspec.errors import UsageError
+    from runspec.owner import daemon_holder
+    from runspec.paths import StateLayout
     from runspec.state import RecordStore
+    from runspec.views.runinfo import damaged_info, info, table
 
     state = state_dir(args)
     store = RecordStore(state)
     while True:
+        scan = store.scan()
+        rows = [info(state, r, SYSTEM.time()) for r in scan.records]
+        rows += [damaged_info(d) for d in scan.damaged]
         if args.name:
-            record = store.load(args.name)
-            if record is None:
+            rows = [r for r in rows if r["name"] == args.name]
+            if not rows:
                 raise UsageError(f"no run named {args.name!r} in {state}")
-            records = [record]
-        else:
-            records = store.all()
-        rows = [info(state, r, SYSTEM.time()) for r in records]
         if args.format == "json":
             print_json(rows)
         else:
             if args.watch:
                 sys.stdout.write("\x1b[H\x1b[2J")
-            daemon = StateLock.holder(state)
-            print(
-                f"runspecd: {'running, pid ' + str(daemon) if daemon else 'not running'} ({state})"
-            )
+            daemon = daemon_holder(StateLayout(state))
+            print(f"runspecd: {'running, ' + str(daemon) if daemon else 'not running'} ({state})")
             print(table(rows) if rows else "no runs")
         sys.stdout.flush()
         if not args.watch:

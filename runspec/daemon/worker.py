@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 import subprocess
 import threading
-from collections.abc import Callable
-from typing import Any
 
+from runspec.lifecycle import Lifecycle
+from runspec.owner import RunLock
+from runspec.requests import RunRequests
 from runspec.state import RunRecord
 
 log = logging.getLogger("runspec.daemon")
@@ -29,23 +30,26 @@ def system_stopping(timeout: float = 5.0) -> bool:
 
 
 class Worker:
-    """One run's lifecycle in a thread."""
+    """One run's lifecycle in a thread; the daemon holds the run's lock for it."""
 
-    def __init__(self, lifecycle: Any, target: Callable[[], object] | None = None) -> None:
+    def __init__(self, lifecycle: Lifecycle, lock: RunLock) -> None:
         self.lifecycle = lifecycle
-        self.target = target or lifecycle.run
+        self.lock = lock
         self.name: str = lifecycle.spec.name
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name=f"run-{self.name}", daemon=True)
 
     def _run(self) -> None:
         try:
-            self.target()
+            self.lifecycle.run()
         except BaseException as exc:  # the daemon outlives any one run's bug
             log.exception("run %s: the lifecycle failed", self.name)
             self.error = exc
 
     @property
+    def requests(self) -> RunRequests:
+        return self.lifecycle.requests
+
+    @property
     def record(self) -> RunRecord:
-        record: RunRecord = self.lifecycle.record
-        return record
+        return self.lifecycle.record

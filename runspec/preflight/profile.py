@@ -55,14 +55,14 @@ def train_images(data_yaml: Path) -> int | None:
 def _profile(
     spec: Spec, paths: RunPaths, data_yaml: Path, project: Path, warmup: int, steps: int
 ) -> dict[str, Any]:
-    from runspec.launcher import TrainJob
-    from runspec.trainer import _build_model, resolve_device
+    from runspec.control import TrainJob
+    from runspec.modelbuild import build_model, resolve_device
 
     job = TrainJob.from_spec(spec, paths, data_yaml)
     device = resolve_device(job.device)
     if "," in device:
         device = device.split(",", maxsplit=1)[0]  # the profiler is off under DDP: one GPU
-    model = _build_model(job, device, job.args.get("pretrained", True))
+    model = build_model(job, device, job.args.get("pretrained", True))
     args = {k: v for k, v in job.args.items() if k in ("workers", "amp", "cache")}
     model.train(
         data=job.data,

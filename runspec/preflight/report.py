@@ -65,6 +65,13 @@ class PreflightReport:
     def failures(self) -> list[CheckResult]:
         return [c for c in self.checks if c.status is CheckStatus.FAIL]
 
+    def first_failure(self) -> str:
+        """The first failed check and its fix, in one line (a run's termination reason)."""
+        for check in self.failures:
+            fix = f" ({check.fix})" if check.fix else ""
+            return f"{check.name}: {check.message}{fix}"
+        return "a check failed"
+
     def reason(self) -> str:
         """One line for the run's status: the failed checks and their messages."""
         return "; ".join(f"{c.name}: {c.message}" for c in self.failures)

@@ -184,6 +184,24 @@ class Provider:
         self.call(action, instance)
         return self.confirm(action, instance, call)
 
+    def resume(self, action: Action) -> Outcome:
+        """After a restart, an action requested before it: confirm, never request twice. Only
+        when the provider shows no sign of the request (it never arrived) is it made again."""
+        instance = self.identify()
+        call = self.describe_call(action, instance)
+        going = self.going_after.get(action, frozenset()) | {GONE}
+        try:
+            seen = self.state(instance)
+        except ProviderError:
+            seen = None
+        if seen is None or seen in going:
+            log.info("%s: confirming the %s requested before a restart", self.name, action.value)
+            return self.confirm(action, instance, call)
+        log.info("%s: the %s before the restart never arrived (%s): requesting it", self.name,
+                 action.value, seen)  # fmt: skip
+        self.call(action, instance)
+        return self.confirm(action, instance, call)
+
     def confirm(self, action: Action, instance: str, call: str) -> Outcome:
         """Poll until the instance is going, for at most confirm_timeout seconds."""
         going = self.going_after.get(action, frozenset()) | {GONE}

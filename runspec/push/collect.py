@@ -142,15 +142,15 @@ class Stager:
                 self._record(item.relpath, copy, item.stat, item.epoch)
         for rel in self.run_files():
             self._snapshot(self.paths.run_dir / rel, rel, epoch)
-        job = self.paths.job_dir
+        paths = self.paths
         extras = {
-            "runspec/spec.yaml": job / "spec.yaml",
-            "runspec/provenance.json": job / "provenance.json",
+            "runspec/spec.yaml": paths.spec_file,
+            "runspec/provenance.json": paths.provenance_file,
         }
         if final:
             # A failed run's story must be readable after the machine is gone.
-            extras["runspec/record.json"] = job / "record.json"
-            extras["runspec/runspec.log"] = job / "runspec.log"
+            extras["runspec/record.json"] = paths.record_file
+            extras["runspec/runspec.log"] = paths.runspec_log
         for rel, source in extras.items():
             self._snapshot(source, rel, epoch)
         self._save_index()
@@ -163,22 +163,25 @@ class Stager:
     def _snapshot(self, source: Path, rel: str, epoch: int | None) -> None:
         try:
             stat = FileStat.of(source)
-        except OSError:
-            return
-        staged = self.index.get(rel)
-        if staged is not None and staged.source == stat:
-            return
-        target = self.dir / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as dst, source.open("rb") as src:
-                shutil.copyfileobj(src, dst, CHUNK)
-            os.replace(tmp, target)
+            src = source.open("rb")
         except OSError:
             return  # vanished or unreadable: the next push tries again
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        with src:
+            staged = self.index.get(rel)
+            if staged is not None and staged.source == stat:
+                return
+            target = self.dir / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            # A failed write (a full disk) raises: the push fails, never silently sends less.
+            fd, tmp = tempfile.mkstemp(
+                prefix=f".{target.name}.", suffix=".partial", dir=target.parent
+            )
+            try:
+                with os.fdopen(fd, "wb") as dst:
+                    shutil.copyfileobj(src, dst, CHUNK)
+                os.replace(tmp, target)
+            finally:
+                Path(tmp).unlink(missing_ok=True)
         self._record(rel, target, stat, epoch)
 
     def _record(self, rel: str, copy: Path, source: FileStat | None, epoch: int | None) -> None:

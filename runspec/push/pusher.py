@@ -1,14 +1,16 @@
 """The run's pusher: when to push, one push at a time, and what counts as verified.
 
 Triggers only set flags and wake the worker thread, so the lifecycle loop never waits on the
-network: `notify_checkpoint()` after each epoch marker, the interval job every `push.every`,
-and `push_now()` (the only blocking call, bounded by its timeout) for the final push and on
+network: `notify_checkpoint()` after each epoch marker, the schedule every `push.every` (read
+from the one clock seam by the worker itself, which wakes every WAIT_SLICE anyway), and
+`push_now()` (the only blocking call, bounded by its timeout) for the final push and on
 interrupts. Commits are at most one per `min_interval` (the Hub limits commit rates; pushes
-asked for meanwhile coalesce into one). A failed push is recorded in `record.push_error` and
-retried with exponential backoff; training never waits for it.
+asked for meanwhile coalesce into one). A failed push is recorded as the run's `push_error`
+and retried with exponential backoff; training never waits for it.
 
-Only a push whose every file was checked at the target updates `record.last_push`; the
+Only a push whose every file was checked at the target counts as the run's `last_push`; the
 manifest of that push is kept in `<job_dir>/pushed.json` so unchanged files are not sent again.
+The pusher never writes the run's record itself: it tells the run's owner (runspec.owner).
 """
 
 from __future__ import annotations
@@ -20,17 +22,16 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from runspec.checkpoints import CheckpointFile
 from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.model import Spec
+from runspec.owner import RunOwner, is_no_space
 from runspec.paths import RunPaths
-from runspec.push import jobs
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line, scrub
 from runspec.push.collect import MANIFEST, Stager, is_immutable
 from runspec.push.manifest import Manifest, ManifestEntry
-from runspec.state import PushRecord, RecordStore, RunRecord
+from runspec.state import PushRecord
 from runspec.units import format_bytes
 
 log = logging.getLogger("runspec.push")
@@ -65,12 +66,10 @@ class Pusher:
         self,
         spec: Spec,
         paths: RunPaths,
-        store: RecordStore,
-        record: RunRecord,
+        owner: RunOwner,
         *,
         clock: Clock = SYSTEM,
         progress: Callable[[str], None] = print,
-        scheduler: Any = None,
         min_interval: float = 60.0,
         retry_base: float = 30.0,
         retry_max: float = 900.0,
@@ -80,8 +79,7 @@ class Pusher:
             raise ValueError(f"run {spec.name} has no push section")
         self.spec = spec
         self.paths = paths
-        self.store = store
-        self.record = record
+        self.owner = owner
         self.clock = clock
         self.progress = progress
         self.every = spec.push.every
@@ -90,13 +88,9 @@ class Pusher:
         self.retry_max = retry_max
         self.target = target or make_target(spec, paths)
         self.stager = Stager(spec, paths, clock)
-        self.verified_file = paths.job_dir / "pushed.json"
+        self.verified_file = paths.pushed_manifest
         self.verified = Manifest.load(self.verified_file)
 
-        self._scheduler = scheduler
-        self._own_scheduler = scheduler is None
-        self._job_id = f"runspec-push:{spec.name}"
-        self._key = str(paths.job_dir)
         self._cond = threading.Condition()
         self._want_checkpoint = False
         self._want_scheduled = False
@@ -104,6 +98,8 @@ class Pusher:
         self._stopping = False
         self._last_commit: float | None = None  # monotonic
         self._last_verified: float | None = None  # monotonic
+        self._started = clock.monotonic()  # the schedule counts from here until a push
+        self._last_scheduled: float | None = None  # monotonic
         self._failures = 0
         self._retry_at: float | None = None  # monotonic
         self._sent_bytes = 0
@@ -116,13 +112,6 @@ class Pusher:
             target=self._work, name=f"push-{self.spec.name}", daemon=True
         )
         self._thread.start()
-        jobs.register(self._key, self)
-        if self._scheduler is None:
-            from apscheduler.schedulers.background import BackgroundScheduler
-
-            self._scheduler = BackgroundScheduler(timezone="UTC")
-            self._scheduler.start()
-        jobs.add_interval_job(self._scheduler, self._job_id, self._key, self.every)
 
     def notify_checkpoint(self) -> None:
         """A new epoch marker appeared: push if a new complete checkpoint warrants it."""
@@ -159,12 +148,6 @@ class Pusher:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop triggering pushes; a push in flight gets `timeout` seconds to end."""
-        jobs.unregister(self._key, self)
-        if self._scheduler is not None:
-            jobs.remove_job(self._scheduler, self._job_id)
-            if self._own_scheduler:
-                self._scheduler.shutdown(wait=False)
-                self._scheduler = None
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
@@ -187,6 +170,10 @@ class Pusher:
 
     def _due_trigger(self) -> str | None:
         now = self.clock.monotonic()
+        marks = (self._started, self._last_verified, self._last_scheduled)
+        if now >= max(t for t in marks if t is not None) + self.every:
+            self._want_scheduled = True
+            self._last_scheduled = now
         interval_over = self._last_commit is None or now >= self._last_commit + self.min_interval
         if self._retry_at is not None:
             if now < self._retry_at or not interval_over:
@@ -237,7 +224,7 @@ class Pusher:
         try:
             pushed = self._push(final, always, checkpoint_only)
             if pushed is None and answer_unchanged:
-                pushed = self.record.last_push
+                pushed = self.owner.record.last_push
         except Exception as exc:  # one failed push, whatever the cause, must not end the worker
             message = str(exc) if isinstance(exc, PushFailed) else one_line(exc)
             if not isinstance(exc, PushFailed):
@@ -252,10 +239,9 @@ class Pusher:
         delay = min(self.retry_max, self.retry_base * 2 ** (self._failures - 1))
         with self._cond:
             self._retry_at = self.clock.monotonic() + delay
-        self.record.push_error = f"{utc_iso(self.clock.time())} {message}"
-        self.store.save(self.record)
         log.warning("%s: %s (retry in %.0f s)", self.spec.name, message, delay)
         self.progress(f"push failed, retrying in {delay:.0f} s: {message}")
+        self.owner.push_failed(f"{utc_iso(self.clock.time())} {message}")
 
     def _warranted(self, complete: list[CheckpointFile]) -> bool:
         """After an epoch: a better best.pt, a new epoch_N.pt, or a new last.pt when nothing
@@ -280,7 +266,18 @@ class Pusher:
         if checkpoint_only and not self._warranted(complete):
             return None
         started = self.clock.monotonic()
-        staged = self.stager.stage(final, complete)
+        try:
+            staged = self.stager.stage(final, complete)
+        except OSError as exc:
+            if not is_no_space(exc):
+                raise
+            pending = self.stager.pending_bytes(self._verified_entries())
+            what = (
+                f"no space left in {self.stager.dir} to stage the files to push "
+                f"(about {format_bytes(pending)} to stage)"
+            )
+            self.owner.note_disk_full(str(self.stager.dir), pending, what)
+            raise PushFailed(f"push NOT possible: {what}") from exc
         verified = self._verified_entries()
         uploads = [s for s in staged if verified.get(s.entry.path) != s.entry]
         if not uploads and not always:
@@ -333,6 +330,7 @@ class Pusher:
         self._failures = 0
         with self._cond:
             self._last_verified = self.clock.monotonic()
+            self._want_scheduled = False
             self._retry_at = None
         pushed = PushRecord(
             epoch=manifest.epoch,
@@ -343,9 +341,7 @@ class Pusher:
             seconds=round(seconds, 3),
             final=manifest.final,
         )
-        self.record.last_push = pushed
-        self.record.push_error = None
-        self.store.save(self.record)
+        self.owner.pushed(pushed)
         self.stager.release(manifest.by_path())
         at = f" (commit {commit[:10]})" if commit else ""
         what = f"epoch {manifest.epoch}" if manifest.epoch is not None else "run files"
@@ -354,3 +350,27 @@ class Pusher:
             f"{len(uploads)} files, {format_bytes(nbytes)} in {seconds:.1f} s, verified{at}"
         )
         return pushed
+
+
+def push_until_verified(
+    pusher: Pusher,
+    *,
+    final: bool,
+    timeout: float,
+    clock: Clock,
+    give_up: threading.Event | None = None,
+) -> PushRecord | None:
+    """Push, and push again after a failure (a dropped connection, a 500 the client gave up
+    on), with a growing pause, until one is verified, `timeout` passed or `give_up` is set."""
+    end = clock.monotonic() + timeout
+    pause = 1.0
+    while True:
+        left = end - clock.monotonic()
+        pushed = pusher.push_now(final=final, timeout=max(left, 1.0))
+        if pushed is not None:
+            return pushed
+        left = end - clock.monotonic()
+        if left <= pause or (give_up is not None and give_up.is_set()):
+            return None
+        clock.sleep(pause)
+        pause = min(pause * 2, 30.0)

@@ -5,60 +5,73 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 from typing import Any
 
 from runspec.clock import human_duration, parse_utc_iso
-from runspec.state import RunRecord, RunStatus
+from runspec.cost import run_cost
+from runspec.errors import RunspecError
+from runspec.owner import run_holder
+from runspec.paths import RunPaths, StateLayout
+from runspec.state import Damaged, RunRecord, RunStatus
 
-log = logging.getLogger("runspec.daemon.runinfo")
+log = logging.getLogger("runspec.views.runinfo")
+
+LOW_SPACE = 100_000_000  # bytes: below this free on a run's disks, status says so
 
 
 def run_dir_of(state: Path, name: str, record: RunRecord | None = None) -> Path:
     if record is not None and record.run_dir:
         return Path(record.run_dir)
+    return StateLayout(state).run_paths(name).run_dir
+
+
+def _hourly_cost(paths: RunPaths) -> float | None:
+    from runspec.loader import load_spec
+
     try:
-        from runspec.loader import load_spec
-        from runspec.paths import RunPaths
-
-        spec = load_spec(state / "jobs" / name / "spec.yaml")
-        return RunPaths.for_spec(spec, state).run_dir
-    except Exception:  # an unreadable spec still leaves the default location
-        return state / "runs" / name
-
-
-def _hourly_cost(state: Path, name: str) -> float | None:
-    try:
-        from runspec.loader import load_spec
-
-        return load_spec(state / "jobs" / name / "spec.yaml").budget.hourly_cost
-    except Exception:
+        return load_spec(paths.spec_file).budget.hourly_cost
+    except (RunspecError, OSError):
         return None
 
 
-def _observe(run_dir: Path, control_dir: Path, live: bool) -> dict[str, Any]:
+def _observe(run_dir: Path, control_dir: Path) -> dict[str, Any]:
+    from runspec.observer import observe
+
     try:
-        from runspec.observer import observe
-    except ImportError:
-        return {}
-    try:
-        obs = observe(run_dir, control_dir, alive=live)
+        obs = observe(run_dir, control_dir)
     except Exception as exc:
         log.debug("cannot observe %s: %s", run_dir, exc)
         return {}
     return {
-        "eta_seconds": getattr(obs, "eta_seconds", None),
-        "best_metric": getattr(obs, "best_metric", None),
-        "best_metric_name": getattr(obs, "best_metric_name", None),
-        "completed_epochs": getattr(obs, "completed_epochs", None),
-        "train_loss": getattr(obs, "train_loss", None),
+        "eta_seconds": obs.eta_seconds,
+        "best_metric": obs.best_metric,
+        "best_metric_name": obs.best_metric_name,
+        "completed_epochs": obs.completed_epochs,
+        "train_loss": obs.train_loss,
     }
 
 
+def _low_space(paths: RunPaths) -> str | None:
+    for where in (paths.state, paths.project):
+        probe = where
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        try:
+            free = shutil.disk_usage(probe).free
+        except OSError:
+            continue
+        if free < LOW_SPACE:
+            return f"{probe} has {free / 1e6:.0f} MB free"
+    return None
+
+
 def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
+    paths = StateLayout(state).run_paths(record.name)
     run_dir = run_dir_of(state, record.name, record)
     live = record.status not in (RunStatus.QUEUED, RunStatus.FINISHED)
-    obs = _observe(run_dir, state / "jobs" / record.name / "control", live)
+    obs = _observe(run_dir, paths.control_dir) if live else {}
     budget_left = None
     if record.deadline and record.status is not RunStatus.FINISHED:
         budget_left = parse_utc_iso(record.deadline) - now
@@ -67,10 +80,10 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
         end = parse_utc_iso(record.ended_at) if record.ended_at else now
         elapsed = max(end - parse_utc_iso(record.started_at), 0.0)
     cost = record.cost.get("usd") if record.cost else None
-    hourly = _hourly_cost(state, record.name)
-    if cost is None and elapsed is not None and hourly is not None:
-        cost = elapsed / 3600 * hourly
+    if cost is None and record.started_at:
+        cost = run_cost(record, _hourly_cost(paths), now).usd
     push = record.last_push
+    owner = run_holder(paths) if live else None
     return {
         "name": record.name,
         "status": record.status.value,
@@ -87,6 +100,9 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
             else None
         ),
         "push_error": record.push_error,
+        "disk_full": record.disk_full,
+        "low_space": _low_space(paths) if live else None,
+        "driven_by": str(owner) if owner is not None else None,
         "budget_left_seconds": budget_left,
         "elapsed_seconds": elapsed,
         "cost_usd": cost,
@@ -98,6 +114,17 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
     }
 
 
+def damaged_info(damaged: Damaged) -> dict[str, Any]:
+    return {
+        "name": damaged.name,
+        "status": "damaged",
+        "termination": None,
+        "reason": damaged.reason,
+        "kept_as": damaged.kept_as,
+        "fix": f"look at the kept record, then `runspec rm {damaged.name}`",
+    }
+
+
 def _fmt(value: float | None, fmt: str) -> str:
     return "-" if value is None else fmt.format(value)
 
@@ -105,7 +132,12 @@ def _fmt(value: float | None, fmt: str) -> str:
 def table(rows: list[dict[str, Any]]) -> str:
     header = ("NAME", "STATE", "EPOCH", "ETA", "BEST", "LAST PUSH", "BUDGET LEFT", "COST")
     lines = [header]
+    notes: list[str] = []
     for r in rows:
+        if r["status"] == "damaged":
+            lines.append((r["name"], "DAMAGED", "-", "-", "-", "-", "-", "-"))
+            notes.append(f"{r['name']}: record damaged ({r['reason']}); {r['fix']}")
+            continue
         state = r["status"] + (f" ({r['termination']})" if r["termination"] else "")
         epoch = f"{r['epoch']}/{r['total_epochs']}" if r["total_epochs"] else "-"
         eta = human_duration(r["eta_seconds"]) if r["eta_seconds"] is not None else "-"
@@ -123,12 +155,23 @@ def table(rows: list[dict[str, Any]]) -> str:
         lines.append(
             (r["name"], state, epoch, eta, best, push_text, budget, _fmt(r["cost_usd"], "${:.2f}"))
         )
+        if r.get("disk_full"):
+            full = r["disk_full"]
+            notes.append(
+                f"{r['name']}: DISK FULL since {full.get('since')}: {full.get('what') or ''} "
+                f"({full.get('path')}, needs {full.get('needed')})".replace(":  (", ": (")
+            )
+        elif r.get("low_space"):
+            notes.append(f"{r['name']}: low on disk space: {r['low_space']}")
+        if r.get("driven_by"):
+            notes.append(f"{r['name']}: driven by {r['driven_by']}")
     widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
     out = [
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in lines
     ]
+    out += notes
     for r in rows:
-        if r["status"] != "queued":
+        if r["status"] not in ("queued", "damaged"):
             out.append(f"charts for {r['name']}: {r['monitor']}")
     return "\n".join(out)
 

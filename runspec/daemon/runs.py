@@ -1,0 +1,269 @@
+"""The daemon's runs: one at a time, first come first served, each driven under its owner lock.
+
+A run whose lifecycle broke is tried again after a growing pause, never given up for good (a
+full disk that filled for a while must not strand a run); a run another process drives is left
+to it. Damaged records are set aside so the other runs go on. The machine's end belongs to
+runspec.endgame: this only arms the idle finish and enters the endgame, in a thread, when no
+run is left to drive.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from runspec.clock import Clock, human_duration
+from runspec.daemon import jobs
+from runspec.daemon import queue as runqueue
+from runspec.daemon.config import DaemonConfig
+from runspec.daemon.worker import Worker
+from runspec.endgame import MACHINE, Endgame
+from runspec.lifecycle import Lifecycle, LifecycleOptions
+from runspec.loader import load_spec
+from runspec.model import FinishAction
+from runspec.owner import RunLock
+from runspec.paths import StateLayout
+from runspec.state import RecordStore, RunRecord, RunStatus, Termination
+
+log = logging.getLogger("runspec.daemon")
+
+RETRY_FIRST_S = 10.0
+RETRY_MAX_S = 600.0
+ONCE_ATTEMPTS = 3  # with --once, a run that keeps breaking is left after this many tries
+
+
+@dataclass
+class Retry:
+    attempts: int = 0
+    at: float = 0.0  # monotonic
+
+
+class RunKeeper:
+    def __init__(
+        self,
+        cfg: DaemonConfig,
+        store: RecordStore,
+        clock: Clock,
+        progress: Callable[[str], None],
+        once: bool,
+    ) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.layout = StateLayout(cfg.state)
+        self.clock = clock
+        self.progress = progress
+        self.once = once
+        self.worker: Worker | None = None
+        self.retry: dict[str, Retry] = {}
+        self.elsewhere: dict[str, str] = {}  # runs driven by another process, and by whom
+        self.ended: list[RunRecord] = []
+        self.set_aside: set[str] = set()
+        self.scheduler: object | None = None
+        self._endgame_thread: threading.Thread | None = None
+
+    # -- the queue ----------------------------------------------------------------------
+    def refresh(self) -> int:
+        """Set damaged records aside, start the next run if none runs; the queue's length."""
+        scan = self.store.scan()
+        for bad in scan.damaged:
+            if bad.name not in self.set_aside and not bad.kept_as:
+                kept = self.store.set_aside(bad.name, bad.reason)
+                self.progress(
+                    f"{bad.name}: its record is damaged ({bad.reason}); set aside as "
+                    f"{kept.kept_as}; the other runs go on, and nothing ends this machine "
+                    f"until it is looked at (`runspec rm {bad.name}` once it is)"
+                )
+            self.set_aside.add(bad.name)
+        queued = runqueue.queued(self.store, scan.records)
+        if self.worker is None:
+            self._start_next(runqueue.in_flight(self.store, scan.records) + queued)
+        return len(queued)
+
+    def _runnable(self, record: RunRecord) -> bool:
+        retry = self.retry.get(record.name)
+        if retry is None:
+            return True
+        if self.once and retry.attempts >= ONCE_ATTEMPTS:
+            return False
+        return self.clock.monotonic() >= retry.at
+
+    def _start_next(self, candidates: list[RunRecord]) -> None:
+        for record in candidates:
+            if not self._runnable(record):
+                continue
+            paths = self.layout.run_paths(record.name)
+            lock = RunLock(paths)
+            other = lock.try_acquire()
+            if other is not None:
+                if self.elsewhere.get(record.name) != str(other):
+                    self.elsewhere[record.name] = str(other)
+                    self.progress(f"{record.name}: driven by {other}; left to it")
+                continue
+            self.elsewhere.pop(record.name, None)
+            try:
+                lifecycle = self._lifecycle(record, lock)
+            except Exception as exc:
+                lock.release()
+                self._broke(record.name, f"cannot start: {exc}")
+                continue
+            if self.scheduler is not None:
+                jobs.disarm_idle_finish(self.scheduler)
+            verb = "resuming" if record.status is not RunStatus.QUEUED else "starting"
+            self.progress(f"{verb} {record.name} ({record.status.value})")
+            self.worker = Worker(lifecycle, lock)
+            self.worker.thread.start()
+            return
+        if not candidates:
+            self.end_machine_if_armed()
+
+    def _lifecycle(self, record: RunRecord, lock: RunLock) -> Lifecycle:
+        paths = self.layout.run_paths(record.name)
+        spec = load_spec(paths.spec_file)
+        options = LifecycleOptions(
+            finish=True,
+            finish_dry_run=self.cfg.finish_dry_run,
+            progress=self._run_progress(record.name),
+        )
+        return Lifecycle(spec, paths, self.store, options, clock=self.clock, lock=lock)
+
+    def _run_progress(self, name: str) -> Callable[[str], None]:
+        def progress(line: str) -> None:
+            # The lifecycle's progress is what people read: stdout, so the journal too.
+            self.progress(f"{name}: {line}")
+
+        return progress
+
+    def _broke(self, name: str, why: str) -> None:
+        retry = self.retry.setdefault(name, Retry())
+        retry.attempts += 1
+        pause = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (retry.attempts - 1))
+        retry.at = self.clock.monotonic() + pause
+        log.error("run %s: %s", name, why)
+        if self.once and retry.attempts >= ONCE_ATTEMPTS:
+            self.progress(f"{name}: {why}; left after {retry.attempts} tries")
+        else:
+            self.progress(f"{name}: {why}; trying again in {human_duration(pause)}")
+
+    def reap(self) -> bool:
+        """Collect a worker that ended; True when one did."""
+        worker = self.worker
+        if worker is None or worker.thread.is_alive():
+            return False
+        worker.thread.join()
+        worker.lock.release()
+        self.worker = None
+        record = worker.record
+        runqueue.clear_cancel(self.layout.run_paths(record.name))
+        if worker.error is not None:
+            self._broke(record.name, f"the lifecycle failed: {worker.error}")
+        elif record.status is RunStatus.FINISHED:
+            self.retry.pop(record.name, None)
+            self.ended.append(record)
+            ended = record.termination.value if record.termination else "ended"
+            self.progress(f"{record.name}: finished ({ended}): {record.reason}")
+            self.arm_idle_finish()
+        return True
+
+    def waiting(self, record: RunRecord) -> bool:
+        """A run this daemon still has to drive (not another process's, not given up)."""
+        if record.status is RunStatus.FINISHED or record.name in self.elsewhere:
+            return False
+        retry = self.retry.get(record.name)
+        return not (self.once and retry is not None and retry.attempts >= ONCE_ATTEMPTS)
+
+    # -- requests -----------------------------------------------------------------------
+    def handle_cancels(self) -> bool:
+        """Cancel requests (a file in the run's job folder); True when one was seen."""
+        seen = False
+        for name in self.layout.names():
+            paths = self.layout.run_paths(name)
+            if not paths.cancel_file.exists():
+                continue
+            seen = True
+            if self.worker is not None and self.worker.name == name:
+                continue  # its lifecycle reads the same request
+            self._cancel_queued(name)
+        return seen
+
+    def _cancel_queued(self, name: str) -> None:
+        paths = self.layout.run_paths(name)
+        lock = RunLock(paths)
+        if lock.try_acquire() is not None:
+            return  # its driver reads the same request
+        try:
+            record = self.store.load(name)
+            if record is not None and record.status is RunStatus.QUEUED:
+                self.store.transition(
+                    record, RunStatus.FINISHED, "cancelled while queued", Termination.CANCELLED
+                )
+                self.progress(f"{name}: cancelled while queued")
+                self.arm_idle_finish()
+            if record is None or record.status is RunStatus.FINISHED:
+                runqueue.clear_cancel(paths)
+        except Exception as exc:  # a damaged record: the scan sets it aside
+            log.warning("cannot cancel %s: %s", name, exc)
+        finally:
+            lock.release()
+
+    # -- the machine's end -----------------------------------------------------------------
+    def endgame(self, say: Callable[[str], None] | None = None) -> Endgame:
+        return Endgame(
+            self.layout,
+            clock=self.clock,
+            dry_run=self.cfg.finish_dry_run,
+            say=say or (lambda line: self.progress(f"machine: {line}")),
+        )
+
+    def end_machine_if_armed(self) -> None:
+        """With nothing left to drive, apply an armed machine end (in a thread: a provider's
+        API must never hold up the loop's watchdog pings)."""
+        if self._endgame_thread is not None and self._endgame_thread.is_alive():
+            return
+        pending = self.endgame().load()
+        if pending is None or pending.step == "applied":
+            return
+        self._endgame_thread = threading.Thread(
+            target=self._enter_logged, name="endgame", daemon=True
+        )
+        self._endgame_thread.start()
+
+    def _enter_logged(self) -> None:
+        try:
+            self.endgame().enter()
+        except Exception:  # the daemon outlives a failed machine end; the log says why
+            log.exception("the machine's end failed")
+
+    @property
+    def ending(self) -> bool:
+        return self._endgame_thread is not None and self._endgame_thread.is_alive()
+
+    def arm_idle_finish(self) -> None:
+        if self.cfg.idle_finish is None or self.scheduler is None or self.once:
+            return
+        if self.cfg.finish.action is FinishAction.NONE:
+            return
+        at = self.clock.time() + self.cfg.idle_finish
+        jobs.arm_idle_finish(self.scheduler, at)
+        log.info("idle finish armed: %s in %s", self.cfg.finish.action.value,
+                 human_duration(self.cfg.idle_finish))  # fmt: skip
+        self.progress(
+            f"idle finish armed: {self.cfg.finish.action.value} in "
+            f"{human_duration(self.cfg.idle_finish)}"
+        )
+
+    def idle_finish(self, pending_inbox: bool) -> None:
+        """The idle finish fell due: arm it for the whole machine and enter the endgame."""
+        if self.worker is not None or pending_inbox or runqueue.queued(self.store):
+            return  # something arrived meanwhile; the next run's end re-arms it
+        idle = human_duration(self.cfg.idle_finish or 0)
+        self.progress(f"idle for {idle}: applying the idle finish ({self.cfg.finish.action.value})")
+        self.endgame().arm(
+            MACHINE,
+            self.cfg.finish,
+            hourly_cost=self.cfg.hourly_cost,
+            weights=str(self.layout.runs),
+            why=f"idle for {idle}",
+        )
+        self.end_machine_if_armed()

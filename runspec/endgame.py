@@ -1,0 +1,355 @@
+"""The machine's end, decided in one place: who may end this machine's billing, and when.
+
+A finish that ends the machine (destroy, stop, auto, poweroff, or the unverified choice of any
+finish) acts for every run on it, not only the one that asked. So it is armed here, in one
+small file for the machine (`<state>/machine.json`, written atomically), and applied only when
+no other run is still being driven or queued: the deferred finish, the idle finish, a run's own
+finish and the failsafe timer all come through `Endgame`.
+
+Each entry re-judges the machine from every run's files on disk (runspec.verdict): whether the
+machine may be destroyed is never taken from a saved flag. The file records how far the end got
+(`armed`, then `applying` with the action chosen, then `applied` with its result), before each
+step is taken, so an entry after any restart goes on from that step: an action once begun is
+confirmed as it was begun, never chosen again and never requested twice.
+
+`<state>/machine.lock` keeps two processes (the daemon, a `runspec run`, the failsafe) from
+deciding the machine's end at once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from runspec.atomic import write_json_atomic
+from runspec.clock import SYSTEM, Clock, utc_iso
+from runspec.finish import FinishContext, FinishResult, apply_finish, ends_machine
+from runspec.host import FinishHost
+from runspec.locks import FileLock
+from runspec.model import FinishAction, FinishSpec, Spec, StorageSpec, Unverified
+from runspec.owner import RunOwner, daemon_holder
+from runspec.paths import RunPaths, StateLayout
+from runspec.state import RunStatus
+from runspec.verdict import MachineVerdict, machine_verdict, run_safety
+
+log = logging.getLogger("runspec.endgame")
+
+MACHINE_SCHEMA = 1
+HISTORY_MAX = 50
+MACHINE = "the machine"  # on whose behalf the idle finish acts
+
+Step = Literal["armed", "applying", "applied"]
+
+
+def finish_to_json(finish: FinishSpec) -> dict[str, Any]:
+    data = asdict(finish)
+    data["action"] = finish.action.value
+    data["unverified"] = finish.unverified.value
+    data["command"] = list(finish.command)
+    return data
+
+
+def finish_from_json(data: dict[str, Any]) -> FinishSpec:
+    storage = data.get("storage")
+    return FinishSpec(
+        action=FinishAction(data["action"]),
+        provider=str(data.get("provider", "auto")),
+        command=tuple(str(c) for c in data.get("command", ())),
+        unverified=Unverified(data.get("unverified", "stop")),
+        storage=StorageSpec(**storage) if isinstance(storage, dict) else None,
+    )
+
+
+@dataclass
+class Pending:
+    """A machine-ending finish waiting to be applied, and how far it got."""
+
+    run: str
+    finish: FinishSpec
+    hourly_cost: float | None
+    weights: str
+    why: str
+    armed_at: str
+    step: Step = "armed"
+    action: str | None = None  # chosen when applying began
+    verified: bool | None = None
+    judged: str = ""
+    result: dict[str, Any] | None = None
+    force_unverified: bool = False  # a command finish whose run is unverified: its fallback
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["finish"] = finish_to_json(self.finish)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Pending:
+        values = dict(data)
+        values["finish"] = finish_from_json(values["finish"])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What an entry did: waited (`wait`, `blocked`), found nothing to do, or applied."""
+
+    state: Literal["nothing", "wait", "blocked", "applied"]
+    why: str
+    result: FinishResult | None = None
+
+
+def _result_from_json(data: dict[str, Any] | None) -> FinishResult | None:
+    if not isinstance(data, dict):
+        return None
+    try:
+        return FinishResult(**data)
+    except TypeError:
+        return None
+
+
+class Endgame:
+    def __init__(
+        self,
+        layout: StateLayout,
+        *,
+        clock: Clock = SYSTEM,
+        dry_run: bool = False,
+        host: FinishHost | None = None,
+        say: Callable[[str], None] = print,
+    ) -> None:
+        self.layout = layout
+        self.clock = clock
+        self.dry_run = dry_run
+        self.host = host
+        self.say = say
+
+    # --- the file -------------------------------------------------------------------------
+    def load(self) -> Pending | None:
+        try:
+            data = json.loads(self.layout.machine_file.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            # Never guess at a half-known machine end: a damaged file is set aside and said.
+            log.error("machine.json is unreadable (%s); it is ignored", exc)
+            return None
+        try:
+            pending = data.get("pending") if isinstance(data, dict) else None
+            return Pending.from_json(pending) if isinstance(pending, dict) else None
+        except (KeyError, TypeError, ValueError) as exc:
+            log.error("machine.json holds no readable pending finish (%s); it is ignored", exc)
+            return None
+
+    def _history(self) -> list[dict[str, str]]:
+        try:
+            data = json.loads(self.layout.machine_file.read_text())
+            history = data.get("history", [])
+            return history if isinstance(history, list) else []
+        except (OSError, ValueError, AttributeError):
+            return []
+
+    def _save(self, pending: Pending | None, event: str) -> None:
+        history = [*self._history(), {"time": utc_iso(self.clock.time()), "event": event}]
+        data = {
+            "schema": MACHINE_SCHEMA,
+            "pending": pending.to_json() if pending is not None else None,
+            "history": history[-HISTORY_MAX:],
+        }
+        write_json_atomic(self.layout.machine_file, data)
+        log.info("machine: %s", event)
+
+    def _locked(self) -> FileLock | None:
+        lock = FileLock(self.layout.machine_lock)
+        other = lock.try_acquire()
+        if other is not None:
+            self.say(f"the machine's end is being decided by {other}; leaving it to them")
+            return None
+        return lock
+
+    # --- arming ---------------------------------------------------------------------------
+    def arm(
+        self,
+        run: str,
+        finish: FinishSpec,
+        *,
+        hourly_cost: float | None,
+        weights: str,
+        why: str,
+        force_unverified: bool = False,
+    ) -> None:
+        """Ask for the machine's end on behalf of `run` (the last asker wins, as spec-v1 says
+        of queued specs). An end already being applied is never replaced."""
+        lock = self._locked()
+        if lock is None:
+            return
+        try:
+            current = self.load()
+            if current is not None and current.step == "applying":
+                return
+            if current is not None and current.run == run and current.step == "applied":
+                return  # this run's end was applied already (re-entered after a restart)
+            pending = Pending(
+                run=run,
+                finish=finish,
+                hourly_cost=hourly_cost,
+                weights=weights,
+                why=why,
+                armed_at=utc_iso(self.clock.time()),
+                force_unverified=force_unverified,
+            )
+            replaced = f" (replacing the one armed for {current.run})" if current else ""
+            self._save(pending, f"armed {finish.action.value} for {run}: {why}{replaced}")
+        finally:
+            lock.release()
+
+    def disarm(self, why: str) -> None:
+        """Forget an armed (not yet applying) end: a new run came, or it was cancelled."""
+        lock = self._locked()
+        if lock is None:
+            return
+        try:
+            current = self.load()
+            if current is not None and current.step == "armed":
+                self._save(None, f"disarmed the end armed for {current.run}: {why}")
+        finally:
+            lock.release()
+
+    # --- entering -------------------------------------------------------------------------
+    def enter(self, *, finishing: str | None = None) -> Outcome:
+        """Apply the armed end if the machine may end now; go on from wherever a previous
+        entry stopped. `finishing`: the run whose own end this is (judged by its files)."""
+        lock = self._locked()
+        if lock is None:
+            return Outcome("wait", "another process is deciding the machine's end")
+        try:
+            return self._enter(finishing)
+        finally:
+            lock.release()
+
+    def _enter(self, finishing: str | None) -> Outcome:
+        pending = self.load()
+        if pending is None:
+            return Outcome("nothing", "no machine-ending finish is armed")
+        if pending.step == "applied":
+            return Outcome("applied", "applied before", _result_from_json(pending.result))
+        if pending.step == "applying" and pending.action is not None:
+            # Begun before a restart: finish it as it was begun.
+            self.say(f"the machine's end ({pending.action}) was under way; confirming it")
+            return self._apply(pending, bool(pending.verified), resume=pending.action)
+        verdict = self.judge(finishing)
+        if verdict.verdict in ("wait", "blocked"):
+            if pending.judged != verdict.why:
+                pending.judged = verdict.why
+                self._save(pending, f"the end armed for {pending.run} waits: {verdict.why}")
+                self.say(f"the machine's end waits: {verdict.why}")
+            return Outcome(verdict.verdict, verdict.why)
+        verified = verdict.safe and not pending.force_unverified
+        self.say(f"the machine's end: {verdict.why}")
+        pending.judged = verdict.why
+        return self._apply(pending, verified, resume=None)
+
+    def judge(self, finishing: str | None = None) -> MachineVerdict:
+        daemon = daemon_holder(self.layout)
+        return machine_verdict(self.layout, finishing=finishing, daemon_alive=daemon is not None)
+
+    def _apply(self, pending: Pending, verified: bool, *, resume: str | None) -> Outcome:
+        def begin(action: str) -> None:
+            # Written before the action is taken: a restart then confirms it, never repeats it.
+            if (pending.step, pending.action) != ("applying", action):
+                pending.step, pending.action, pending.verified = "applying", action, verified
+                self._save(pending, f"applying {action} for {pending.run}")
+
+        ctx = FinishContext(pending.run, pending.hourly_cost, pending.weights)
+        result = apply_finish(
+            pending.finish,
+            ctx,
+            verified=verified,
+            dry_run=self.dry_run,
+            clock=self.clock,
+            log=self.say,
+            host=self.host,
+            resume=resume,
+            on_begin=begin,
+        )
+        pending.step, pending.result = "applied", result.to_json()
+        pending.action = pending.action or result.action
+        self._save(pending, f"applied for {pending.run}: {result.summary}")
+        return Outcome("applied", result.summary, result)
+
+    # --- a run's own finish -------------------------------------------------------------
+    def finish_run(self, spec: Spec, paths: RunPaths, owner: RunOwner) -> None:
+        """A run's finishing phase: its own finish here and now when it does not end the
+        machine (none, a verified command, an unverified finish whose choice is keep), else
+        armed for the machine and applied once nothing else is being driven."""
+        finish = spec.finish
+        safety = run_safety(paths, spec, owner.record)
+        ctx = FinishContext(spec.name, spec.budget.hourly_cost, str(paths.run_dir))
+        if not ends_machine(finish, safety.safe):
+            result = apply_finish(
+                finish,
+                ctx,
+                verified=safety.safe,
+                dry_run=self.dry_run,
+                clock=self.clock,
+                log=self.say,
+                host=self.host,
+            )
+            owner.update(finish=result.to_json())
+            owner.transition(RunStatus.FINISHED, f"finish: {result.summary}")
+            self.enter()  # another run's end may have waited for this one
+            return
+        self.arm(
+            spec.name,
+            finish,
+            hourly_cost=spec.budget.hourly_cost,
+            weights=ctx.weights,
+            why=f"run {spec.name} ended ({safety.why})",
+            # A command finish reaches the machine's end only as its unverified choice.
+            force_unverified=finish.action is FinishAction.COMMAND,
+        )
+        outcome = self.enter(finishing=spec.name)
+        if outcome.result is not None:
+            owner.update(finish=outcome.result.to_json())
+            owner.transition(RunStatus.FINISHED, f"finish: {outcome.result.summary}")
+        else:
+            owner.update(finish={"deferred": True, "why": outcome.why})
+            owner.transition(
+                RunStatus.FINISHED, f"finish deferred to the machine's end: {outcome.why}"
+            )
+
+    # --- the failsafe ---------------------------------------------------------------------
+    def failsafe(self, run: str, finish: FinishSpec, hourly_cost: float | None) -> Outcome:
+        """The timer fired and the run never ended: its unverified choice, unless the machine
+        is safe or already ending. Nothing waits any more: the deadline is long past."""
+        lock = self._locked()
+        if lock is None:
+            return Outcome("wait", "another process is deciding the machine's end")
+        try:
+            current = self.load()
+            if current is not None and current.step in ("applying", "applied"):
+                return (
+                    self._enter(run)
+                    if current.step == "applying"
+                    else Outcome("applied", "the machine's end was applied already")
+                )
+            verdict = machine_verdict(self.layout, finishing=run, daemon_alive=False)
+            if verdict.verdict in ("blocked", "wait"):
+                # A damaged run, or another run still driven by a live process: runspec is
+                # not dead, and nothing may end the machine under a run being driven.
+                return Outcome(verdict.verdict, verdict.why)
+            pending = Pending(
+                run=run,
+                finish=finish,
+                hourly_cost=hourly_cost,
+                weights=str(self.layout.run_paths(run).run_dir),
+                why="the failsafe timer fired: the run never ended",
+                armed_at=utc_iso(self.clock.time()),
+                judged=verdict.why,
+            )
+            self.say(f"failsafe: {verdict.why}")
+            return self._apply(pending, verdict.safe, resume=None)
+        finally:
+            lock.release()

@@ -1,0 +1,213 @@
+"""One run, one owner: whoever drives a run holds its lock, and every write of its record goes
+through that owner.
+
+The daemon and `runspec run` both take `<job>/owner.lock` before driving a run; a second
+driver is refused at once, naming the first (pid, command) and what to do. Inside the owning
+process the lifecycle, the supervisor and the pusher's thread change the record only through
+`RunOwner`, one lock around every change and save; other processes send requests (a cancel
+file) and never write the record.
+
+A save can fail for want of space: the record then stays whole in memory, the run carries on
+(nothing it does is lost: every step is re-entered after a restart), `disk_full` says which
+path, and the next `flush` writes it once space is back.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import shutil
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from runspec.clock import SYSTEM, Clock, utc_iso
+from runspec.errors import UsageError
+from runspec.locks import FileLock, Holder, holder
+from runspec.paths import RunPaths, StateLayout
+from runspec.state import PushRecord, RecordStore, RunRecord, RunStatus, Termination
+
+log = logging.getLogger("runspec.owner")
+
+NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def is_no_space(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in NO_SPACE
+
+
+class OwnedElsewhere(UsageError):
+    def __init__(self, name: str, by: Holder) -> None:
+        self.holder = by
+        super().__init__(
+            f"run {name!r} is already driven by {by}; wait for it to end, follow it with "
+            f"`runspec status {name}`, or stop it with `runspec cancel {name}`"
+        )
+
+
+class DaemonRunning(UsageError):
+    pass
+
+
+def run_holder(paths: RunPaths) -> Holder | None:
+    """Who drives this run now (None: nobody)."""
+    return holder(paths.owner_lock)
+
+
+def daemon_holder(layout: StateLayout) -> Holder | None:
+    """The daemon of this state folder, when one runs."""
+    return holder(layout.daemon_lock)
+
+
+def take_daemon_lock(layout: StateLayout) -> FileLock:
+    lock = FileLock(layout.daemon_lock)
+    found = lock.try_acquire()
+    if found is not None:
+        raise DaemonRunning(
+            f"another runspec daemon ({found}) already uses the state folder {layout.state}; "
+            "stop it first or pass a different --state"
+        )
+    return lock
+
+
+class RunLock:
+    def __init__(self, paths: RunPaths) -> None:
+        self.paths = paths
+        self._lock = FileLock(paths.owner_lock)
+
+    def acquire(self) -> None:
+        """Take the run, or raise OwnedElsewhere naming its driver."""
+        found = self._lock.try_acquire()
+        if found is not None:
+            raise OwnedElsewhere(self.paths.name, found)
+
+    def try_acquire(self) -> Holder | None:
+        return self._lock.try_acquire()
+
+    @property
+    def held(self) -> bool:
+        return self._lock.held
+
+    def release(self) -> None:
+        self._lock.release()
+
+
+class RunOwner:
+    """The one writer of a run's record in this process."""
+
+    def __init__(self, store: RecordStore, record: RunRecord, clock: Clock = SYSTEM) -> None:
+        self.store = store
+        self.record = record
+        self.clock = clock
+        self._lock = threading.RLock()
+        self._unsaved = False
+        # Told when a save fails for want of space, or works again (the run's progress line).
+        self.on_disk_full: Callable[[str], None] = lambda line: None
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def status(self) -> RunStatus:
+        return self.record.status
+
+    def save(self) -> bool:
+        """Persist the record; False (and kept in memory) when the disk is full."""
+        with self._lock:
+            try:
+                self.store.save(self.record)
+            except OSError as exc:
+                if not is_no_space(exc):
+                    raise
+                self._no_space(exc)
+                return False
+            if self._unsaved or self.record.disk_full is not None:
+                self._unsaved = False
+                if self.record.disk_full is not None:
+                    self.on_disk_full("space is back: the record is saved again")
+                    self.record.disk_full = None
+                    self.store.save(self.record)
+            return True
+
+    def _no_space(self, exc: OSError) -> None:
+        path = self.store.path(self.name)
+        if self.record.disk_full is None:
+            free = _free_bytes(str(path.parent))
+            self.record.disk_full = {
+                "path": str(path.parent),
+                "needed": "a few kilobytes for the run's record",
+                "free": free,
+                "since": utc_iso(self.clock.time()),
+            }
+            log.warning("%s: cannot save the record: %s", self.name, exc)
+            self.on_disk_full(
+                f"DISK FULL: cannot save the run's record in {path.parent} ({exc.strerror}); "
+                "the run goes on and saves it once space is back"
+            )
+        self._unsaved = True
+
+    def note_disk_full(self, path: str, needed: int | str, what: str) -> None:
+        """Another write (a staged checkpoint, the trainer's) failed for want of space."""
+        with self._lock:
+            first = self.record.disk_full is None or self.record.disk_full.get("path") != path
+            self.record.disk_full = {
+                "path": path,
+                "needed": needed,
+                "free": _free_bytes(path),
+                "since": utc_iso(self.clock.time()),
+                "what": what,
+            }
+            if first:
+                self.on_disk_full(f"DISK FULL: {what}")
+            self.save()
+
+    def clear_disk_full(self) -> None:
+        with self._lock:
+            if self.record.disk_full is not None:
+                self.record.disk_full = None
+                self.on_disk_full("space is back")
+                self.save()
+
+    def flush(self) -> None:
+        """Retry a save that failed for want of space."""
+        if self._unsaved:
+            self.save()
+
+    def update(self, **fields: Any) -> None:
+        with self._lock:
+            for key, value in fields.items():
+                if not hasattr(self.record, key):
+                    raise AttributeError(f"RunRecord has no field {key}")
+                setattr(self.record, key, value)
+            self.save()
+
+    def transition(
+        self, new: RunStatus, reason: str, termination: Termination | None = None
+    ) -> None:
+        with self._lock:
+            try:
+                self.store.transition(self.record, new, reason, termination)
+            except OSError as exc:
+                if not is_no_space(exc):
+                    raise
+                self._no_space(exc)
+
+    def pushed(self, push: PushRecord) -> None:
+        """The pusher's verified push."""
+        with self._lock:
+            self.record.last_push = push
+            self.record.push_error = None
+            self.save()
+
+    def push_failed(self, message: str) -> None:
+        with self._lock:
+            self.record.push_error = message
+            self.save()
+
+
+def _free_bytes(path: str) -> int | None:
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return None
