@@ -342,7 +342,7 @@ def main() -> int:
         "train_images": args.images,
         "hourly_cost": args.hourly_cost,
         "train_config": {k: files.train_config.get(k) for k in ("batch", "imgsz", "amp")},
-        "preflight": {k: v for k, v in pre.items() if k != "report"},
+        "preflight": pre,
         "epochs": gpu_figures.epoch_figures(files.rows, args.images),
         "budget": gpu_figures.budget_figures(files, args.eval_interval),
         "idle": gpu_figures.idle_figures(files, args.hourly_cost),
