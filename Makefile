@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 TORCH_PIN := torch==2.14.1 torchvision==0.29.1
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck pytest bench clean install venv
+.PHONY: demo test lint typecheck pytest bench gpu-check clean install venv
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -42,6 +42,12 @@ test: lint typecheck pytest
 # The figures the issues ask for; on demand, never part of `make test` (shared machines are noisy).
 bench: $(BIN)/.installed
 	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# runspec's GPU path on a real CUDA machine (preflight, AutoBatch, AMP, the budget), with figures;
+# one line and exit 0 without CUDA. Never part of `make test`. The lent GPU machine has no .venv:
+# bench/README.md gives its recipe.
+gpu-check: $(BIN)/.installed
+	$(BIN)/python bench/gpu_check.py
 
 install: $(BIN)/.installed
 	$(BIN)/runspec install

@@ -25,6 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import yaml
 from libreyolo.cli.aliases import train_aliases
 from libreyolo.training.ddp_spawn import spawn_for_model
 
@@ -122,6 +123,21 @@ class _Signals:
         control.request_stop(self.control_dir, f"{signal.Signals(signum).name} to the trainer")
 
 
+def resumed_batch(job: TrainJob) -> int:
+    """The batch to train with. A resumed `batch: -1` run keeps the batch AutoBatch picked when
+    it began (train_config.yaml, written before its first epoch): probing again after a crash
+    would cost GPU seconds, and a card still holding the dead trainer's memory can make the
+    probe fall back to 16, changing the run midway. -1 again when the file says nothing."""
+    if job.resume_from is None or job.batch != -1:
+        return job.batch
+    try:
+        config = yaml.safe_load((job.run_dir / "train_config.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return job.batch
+    batch = config.get("batch") if isinstance(config, dict) else None
+    return batch if isinstance(batch, int) and batch > 0 else job.batch
+
+
 def train_kwargs(job: TrainJob, device: str, callback: StopControl) -> dict[str, Any]:
     aliases = train_aliases(job.args.get("task"))
     kwargs: dict[str, Any] = {aliases.get(k, k): v for k, v in job.args.items()}
@@ -130,7 +146,7 @@ def train_kwargs(job: TrainJob, device: str, callback: StopControl) -> dict[str,
     kwargs.update(
         data=job.data,
         epochs=job.epochs,
-        batch=job.batch,
+        batch=resumed_batch(job),
         imgsz=list(job.imgsz) if isinstance(job.imgsz, tuple) else job.imgsz,
         device=device,
         save_period=job.save_period,

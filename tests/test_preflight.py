@@ -82,6 +82,13 @@ def test_device_0_without_a_gpu_fails_saying_the_gpu_is_missing(tmp_path: Path) 
     assert proc.returncode == 1
     assert "FAIL  gpu: train.device: 0 needs a GPU" in proc.stdout
     assert "fix: " in proc.stdout
+    # Asking for the collective on one GPU reaches the child, which still reports the GPU.
+    proc = _cli(
+        "preflight", str(tmp_path / "pf.yaml"), "--state", str(tmp_path / "state"),
+        "--collective-one-gpu",
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert "FAIL  gpu: train.device: 0 needs a GPU" in proc.stdout
 
 
 def test_an_invalid_spec_is_a_usage_error(tmp_path: Path) -> None:

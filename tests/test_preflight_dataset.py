@@ -74,3 +74,23 @@ def test_the_profiler_gives_a_verdict_and_the_cost_per_epoch(
     assert "verdict host / launch" in result.message  # no GPU: the host is all there is
     assert "img/s" in result.message and "per epoch of 8 images" in result.message
     assert "$" in result.message and "a faster GPU buys nothing" in result.message
+    assert "batch 4," in result.message  # the batch LibreYOLO profiled, read from its report
+
+
+@pytest.mark.training
+def test_the_profiler_sizes_an_auto_batch_as_training_will(
+    synthetic_yaml: Path, tmp_path: Path
+) -> None:
+    # batch -1 goes to LibreYOLO as training gets it: on a GPU its AutoBatch picks the batch
+    # the run will use; on this CPU it keeps 16, and the report says which it profiled.
+    spec_path = tmp_path / "auto.yaml"
+    spec_path.write_text(
+        "runspec: 1\nname: auto\ndataset:\n  synthetic: {train: 8, val: 4, imgsz: 64}\n"
+        "train:\n  model: yolo9-t\n  epochs: 3\n  batch: -1\n  imgsz: 32\n  device: cpu\n"
+        "  args: {pretrained: false, workers: 0}\n"
+        "budget: {wall_clock: 10m}\npreflight: {profile: true}\n"
+    )
+    spec = load_spec(spec_path)
+    result = profile_check(spec, RunPaths.for_spec(spec, tmp_path / "state"), synthetic_yaml, 1, 2)
+    assert result.status is not CheckStatus.FAIL, result
+    assert "batch 16 (auto)" in result.message

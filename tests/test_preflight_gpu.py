@@ -1,5 +1,6 @@
 """GPU checks on a machine without one: the comparison logic on real CPU tensors, the device
-resolution and batch rules against this torch, and the collective with two gloo processes."""
+resolution and batch rules against this torch, and the collective with gloo processes (two, and
+one: what a single GPU's NCCL check runs)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 import torch
 
 from runspec.model import TrainSpec
-from runspec.preflight.collective import all_reduce
+from runspec.preflight.collective import all_reduce, collective_wanted
 from runspec.preflight.gpu import _batch_rule, compare_matmul, matmul_check, select_gpus
 from runspec.preflight.report import CheckStatus
 
@@ -74,6 +75,21 @@ def test_all_reduce_with_two_gloo_ranks() -> None:
     outcome = all_reduce(2, "gloo", timeout=120)
     assert outcome.ok, outcome.message
     assert outcome.missing == ()
+
+
+def test_all_reduce_with_a_single_rank() -> None:
+    # What `--collective-one-gpu` runs on a one-GPU machine, with gloo for nccl.
+    outcome = all_reduce(1, "gloo", timeout=120)
+    assert outcome.ok, outcome.message
+    assert "all_reduce over 1 ranks (gloo)" in outcome.message
+
+
+def test_the_collective_runs_on_a_single_gpu_only_when_asked() -> None:
+    assert collective_wanted(True, 2, one_gpu=False)
+    assert not collective_wanted(True, 1, one_gpu=False)  # a run's default: NCCL is unused
+    assert collective_wanted(True, 1, one_gpu=True)
+    assert not collective_wanted(False, 4, one_gpu=True)  # preflight.collective: false wins
+    assert not collective_wanted(True, 0, one_gpu=True)  # device: cpu
 
 
 def test_a_rank_that_never_joins_fails_at_the_timeout_instead_of_hanging() -> None:

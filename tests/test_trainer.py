@@ -145,3 +145,22 @@ def test_a_libreyolo_error_fails_with_its_type_and_message(tiny_job: TinyJob) ->
     assert result is not None and result.outcome == TrainerOutcome.FAILED
     assert result.exit_code == control.EXIT_FAILED
     assert result.error_type and "no-such-data.yaml" in result.error_message
+
+
+def test_a_resumed_auto_batch_run_keeps_the_batch_autobatch_picked(tiny_job: TinyJob) -> None:
+    from runspec.trainer import StopControl, train_kwargs
+
+    job, paths = tiny_job("auto", epochs=4)
+    job = dataclasses.replace(job, batch=-1)
+    callback = StopControl(job.control_dir)
+    assert train_kwargs(job, "0", callback)["batch"] == -1  # a new run: AutoBatch picks
+    resumed = dataclasses.replace(job, resume_from=str(paths.run_dir / "weights" / "last.pt"))
+    assert train_kwargs(resumed, "0", callback)["batch"] == -1  # nothing recorded yet
+    paths.run_dir.mkdir(parents=True)
+    # What LibreYOLO wrote before the first epoch, AutoBatch already resolved.
+    (paths.run_dir / "train_config.yaml").write_text("epochs: 4\nbatch: 256\nimgsz: 640\n")
+    kwargs = train_kwargs(resumed, "0", callback)
+    assert kwargs["batch"] == 256 and kwargs["resume"] is True
+    assert train_kwargs(job, "0", callback)["batch"] == -1  # only a resume reuses it
+    fixed = dataclasses.replace(resumed, batch=8)
+    assert train_kwargs(fixed, "0", callback)["batch"] == 8  # a given batch is the spec's

@@ -21,6 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_TIMEOUT_S,
         help=f"hard limit for all checks, in seconds (default {DEFAULT_TIMEOUT_S:.0f})",
     )
+    parser.add_argument(
+        "--collective-one-gpu",
+        action="store_true",
+        help="run the collective (NCCL all_reduce) check on a single GPU too: proves NCCL "
+        "loads and runs on this card before renting several of it",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,7 +36,9 @@ def run(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     paths = RunPaths.for_spec(spec, state_dir(args))
-    report = run_preflight(spec, paths, "all", timeout=args.timeout)
+    report = run_preflight(
+        spec, paths, "all", timeout=args.timeout, collective_one_gpu=args.collective_one_gpu
+    )
     if args.format == "json":
         print_json(report.to_json())
     else:

@@ -52,8 +52,13 @@ def _spec_file(spec: Spec, paths: RunPaths, tmp: Path) -> Path:
     raise RunspecError(f"spec {spec.name!r} has no text to hand to the preflight child")
 
 
-def run_preflight(spec: Spec, paths: RunPaths, phase: Phase, timeout: float) -> PreflightReport:
-    """Run the checks of `phase` in a child with a hard `timeout` (seconds) and collect them."""
+def run_preflight(
+    spec: Spec, paths: RunPaths, phase: Phase, timeout: float, collective_one_gpu: bool = False
+) -> PreflightReport:
+    """Run the checks of `phase` in a child with a hard `timeout` (seconds) and collect them.
+
+    `collective_one_gpu`: run the all_reduce even when one GPU is selected (NCCL on one rank).
+    """
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="runspec-preflight-") as tmp:
         cmd = [
@@ -66,6 +71,7 @@ def run_preflight(spec: Spec, paths: RunPaths, phase: Phase, timeout: float) -> 
             # Inner waits (the collective) must end before the hard kill does.
             "--timeout", f"{max(timeout * 0.8, 1.0):.1f}",
             "--json",
+            *(["--collective-one-gpu"] if collective_one_gpu else []),
         ]  # fmt: skip
         proc = subprocess.Popen(
             cmd,

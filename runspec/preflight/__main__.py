@@ -40,14 +40,16 @@ def _guarded(name: str, check: Callable[[], list[CheckResult]]) -> list[CheckRes
         ]
 
 
-def machine_checks(spec: Spec, paths: RunPaths, timeout: float) -> list[CheckResult]:
+def machine_checks(
+    spec: Spec, paths: RunPaths, timeout: float, collective_one_gpu: bool = False
+) -> list[CheckResult]:
     from runspec.preflight import checks, disk
     from runspec.staging import hf_home_for
 
     results = _guarded("versions", checks.version_checks)
     if not any(r.name == "torch" and r.status.value == "pass" for r in results):
         return results
-    results += _guarded("gpu", lambda: _gpu_checks(spec, timeout))
+    results += _guarded("gpu", lambda: _gpu_checks(spec, timeout, collective_one_gpu))
     data_bytes, note = checks.dataset_bytes(spec, paths.data_root)
     if note is not None:
         results.append(note)
@@ -62,7 +64,7 @@ def machine_checks(spec: Spec, paths: RunPaths, timeout: float) -> list[CheckRes
     return results
 
 
-def _gpu_checks(spec: Spec, timeout: float) -> list[CheckResult]:
+def _gpu_checks(spec: Spec, timeout: float, collective_one_gpu: bool) -> list[CheckResult]:
     from runspec.preflight import gpu
 
     selection = gpu.select_gpus(spec.train)
@@ -75,9 +77,9 @@ def _gpu_checks(spec: Spec, timeout: float) -> list[CheckResult]:
             results.append(arch)
         if spec.preflight.matmul:
             results.append(gpu.matmul_check(f"cuda:{index}"))
-    if spec.preflight.collective and len(selection.gpus) > 1:
-        from runspec.preflight.collective import collective_check
+    from runspec.preflight.collective import collective_check, collective_wanted
 
+    if collective_wanted(spec.preflight.collective, len(selection.gpus), collective_one_gpu):
         results.append(collective_check(selection.gpus, min(timeout, COLLECTIVE_MAX_S)))
     return results
 
@@ -107,6 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--phase", choices=("machine", "dataset", "all"), default="all")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="inner bound (s)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--collective-one-gpu",
+        action="store_true",
+        help="run the collective check on a single selected GPU too",
+    )
     return parser
 
 
@@ -142,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     results: list[CheckResult] = []
     if args.phase in ("machine", "all"):
-        results += machine_checks(spec, paths, args.timeout)
+        results += machine_checks(spec, paths, args.timeout, args.collective_one_gpu)
     if args.phase in ("dataset", "all"):
         results += dataset_checks(spec, paths)
     report = PreflightReport(args.phase, results, time.monotonic() - started)

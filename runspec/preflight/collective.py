@@ -132,6 +132,13 @@ def all_reduce(
     )
 
 
+def collective_wanted(asked: bool, gpus: int, one_gpu: bool) -> bool:
+    """Whether to run the all_reduce: across 2+ GPUs when the spec asks; on a single GPU only
+    when `one_gpu` says so too (single-GPU training never uses NCCL, so a run does not pay for
+    it; a machine check before renting more of the same kind does)."""
+    return asked and (gpus > 1 or (gpus == 1 and one_gpu))
+
+
 def collective_check(gpus: Sequence[int], timeout: float) -> CheckResult:
     outcome = all_reduce(len(gpus), "nccl", timeout, devices=list(gpus))
     if outcome.ok:

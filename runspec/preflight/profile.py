@@ -67,7 +67,10 @@ def _profile(
     model.train(
         data=job.data,
         epochs=warmup + steps + 5,  # profile_then_stop ends it sooner
-        batch=16 if job.batch == -1 else job.batch,
+        # -1 as training has it: on a GPU LibreYOLO's AutoBatch sizes the profiled steps as it
+        # will size training's (on a CPU it keeps 16), so img/s and the cost per epoch are
+        # those of the real run, not of a batch it will never use.
+        batch=job.batch,
         imgsz=list(job.imgsz) if isinstance(job.imgsz, tuple) else job.imgsz,
         device=device,
         profile=True,
@@ -115,6 +118,9 @@ def profile_check(
     bound = str(summary.get("bound") or summary.get("metrics", {}).get("bound") or "unknown")
     rate = summary.get("img_per_s") or summary.get("real", {}).get("img_per_s")
     parts = [f"verdict {bound}"]
+    batch = (summary.get("config") or summary.get("meta") or {}).get("batch")
+    if isinstance(batch, int):
+        parts.append(f"batch {batch}" + (" (auto)" if spec.train.batch == -1 else ""))
     if isinstance(rate, int | float) and rate > 0:
         parts.append(f"{rate:.1f} img/s")
         images = train_images(data_yaml)
