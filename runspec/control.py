@@ -41,6 +41,8 @@ EXIT_COMPLETED = 0
 EXIT_FAILED = 1
 EXIT_BAD_JOB = 2
 EXIT_STOPPED = 3
+# How the trainer says it died of a full disk (its own words, whatever the error said).
+NO_SPACE = "No space left on device"
 EXIT_DUPLICATE = 4  # another trainer holds the run's trainer lock: this one never started
 EXIT_SECOND_SIGNAL = 143  # 128 + SIGTERM: a second signal ends the trainer at once
 

@@ -69,7 +69,7 @@ SPACE_FLOOR = 50_000_000  # bytes: room for a small checkpoint even before one w
 
 
 def _no_space(reason: str) -> bool:
-    return "No space left on device" in reason or "Errno 28" in reason
+    return control.NO_SPACE in reason or "Errno 28" in reason
 
 
 # How a trainer that stopped on request ended, by the reason written into the control folder.

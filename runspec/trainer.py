@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import signal
 import sys
 import traceback
@@ -39,6 +40,9 @@ from runspec.modelbuild import build_model, resolve_device
 # A hidden option for the tests: route training through LibreYOLO's multi-GPU coordinator with
 # this many CPU ranks, so the path production takes with `device: "0,1,..."` runs without GPUs.
 CPU_DDP_ENV = "RUNSPEC_TRAINER_CPU_DDP"
+
+
+MIN_CHECKPOINT = 10_000_000  # bytes: less free than this, and no checkpoint can be written
 
 
 class TrainingStopped(Exception):
@@ -160,6 +164,17 @@ def train_kwargs(job: TrainJob, device: str, callback: StopControl) -> dict[str,
     return kwargs
 
 
+def _out_of_space(run_dir: Path) -> str | None:
+    """How full the run folder's disk is, when too full to hold another checkpoint."""
+    sizes = [p.stat().st_size for p in (run_dir / "weights").glob("*.pt") if p.is_file()]
+    needed = max([*sizes, MIN_CHECKPOINT])
+    try:
+        free = shutil.disk_usage(run_dir).free
+    except OSError:
+        return None
+    return f"{run_dir} has {free} bytes free" if free < needed else None
+
+
 def _error_of(exc: BaseException) -> tuple[str, str]:
     """LibreYOLO's exception type and message; under multi-GPU the coordinator's RuntimeError
     carries the worker's traceback, whose last line names the real error."""
@@ -210,9 +225,15 @@ def run(job: TrainJob) -> TrainerResult:
             )
         traceback.print_exc()
         error_type, message = _error_of(exc)
+        reason = f"{error_type}: {message}" if message else error_type
+        full = _out_of_space(job.run_dir)
+        if full is not None:
+            # torch.save says "unexpected pos ...", not ENOSPC: name the real cause, so the
+            # supervisor waits for space instead of calling the run failed.
+            reason = f"{control.NO_SPACE}: {full} ({reason})"
         return TrainerResult(
             outcome=TrainerOutcome.FAILED,
-            reason=f"{error_type}: {message}" if message else error_type,
+            reason=reason,
             error_type=error_type,
             error_message=message,
             epochs_completed=epochs,

@@ -79,21 +79,24 @@ class DaemonProc:
         self.out = tmp / f"daemon-{time.monotonic_ns()}.out"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, *extra: str, watchdog_usec: int = 1_000_000) -> DaemonProc:
+    def start(
+        self, *extra: str, watchdog_usec: int = 1_000_000, env: dict[str, str] | None = None
+    ) -> DaemonProc:
         cmd = [sys.executable, "-m", "runspec", "daemon", "--state", str(self.state)]
         cmd += ["--inbox", str(self.inbox)]
         if self.config is not None:
             cmd += ["--config", str(self.config)]
-        env = dict(os.environ)
-        env.update(
-            NOTIFY_SOCKET=str(self.notify.path),
-            WATCHDOG_USEC=str(watchdog_usec),
-            PYTHONUNBUFFERED="1",
-        )
-        env.pop("WATCHDOG_PID", None)
+        environ = {
+            **os.environ,
+            "NOTIFY_SOCKET": str(self.notify.path),
+            "WATCHDOG_USEC": str(watchdog_usec),
+            "PYTHONUNBUFFERED": "1",
+            **(env or {}),
+        }
+        environ.pop("WATCHDOG_PID", None)
         with self.out.open("ab") as out:
             self.proc = subprocess.Popen(
-                [*cmd, *extra], stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO
+                [*cmd, *extra], stdout=out, stderr=subprocess.STDOUT, env=environ, cwd=REPO
             )
         return self
 

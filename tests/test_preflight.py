@@ -23,6 +23,7 @@ from runspec.preflight.disk import (
     model_params_m,
 )
 from runspec.staging import stage_dataset
+from tests.fixtures_disk import SmallFs
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -124,6 +125,19 @@ def test_disk_fails_when_the_checkpoints_need_more_than_is_free(tmp_path: Path) 
     assert result.fix is not None
     assert "train.save_period (it keeps 100000 epoch_N.pt files)" in result.fix
     assert "preflight.disk" in result.fix
+
+
+def test_disk_counts_the_staged_copies_a_push_makes(tmp_path: Path, small_fs: SmallFs) -> None:
+    # 3 epochs, a checkpoint each: last, best and 3 epoch_N.pt = 5 x 35 MB (+30%) = 227 MB.
+    body = "train: {model: yolo9-t, epochs: 3, save_period: 1, device: cpu}\n"
+    fs = small_fs(300)
+    local = disk_check(_loaded(tmp_path, body), fs / "runs", fs / "data", 0, fs / "staged")
+    assert local.status is CheckStatus.PASS, local.message  # no push: nothing is staged
+    pushed = _loaded(tmp_path, body + "push: {dir: /mnt/volume}\n")
+    result = disk_check(pushed, fs / "runs", fs / "data", 0, fs / "staged")
+    # The staged copies need as much again: 455 MB on a 300 MB disk.
+    assert result.status is CheckStatus.FAIL, result.message
+    assert "their 5 staged copies for the push" in result.message
 
 
 def test_disk_uses_the_size_the_spec_gives(tmp_path: Path) -> None:

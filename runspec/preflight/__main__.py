@@ -54,7 +54,10 @@ def machine_checks(
     if note is not None:
         results.append(note)
     results += _guarded(
-        "disk", lambda: [disk.disk_check(spec, paths.run_dir, paths.data_root, data_bytes)]
+        "disk",
+        lambda: [
+            disk.disk_check(spec, paths.run_dir, paths.data_root, data_bytes, paths.staged_dir)
+        ],
     )
     results += _guarded(
         "hf_home",

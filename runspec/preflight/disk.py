@@ -71,8 +71,13 @@ class Need:
     what: str
 
 
-def disk_check(spec: Spec, run_dir: Path, data_root: Path, data_bytes: int) -> CheckResult:
-    """Free space on the run's (and the data's) filesystem against what the run will write."""
+def disk_check(
+    spec: Spec, run_dir: Path, data_root: Path, data_bytes: int, staged_dir: Path | None = None
+) -> CheckResult:
+    """Free space on the run's, the data's and the staging folder's filesystems against what
+    the run will write: checkpoints, the dataset, and the staged copy of every checkpoint a
+    push sends (each is copied whole before it is hashed and uploaded; with the Hub down for
+    the whole run, none is released)."""
     if spec.preflight.disk is not None:
         needs = [Need(run_dir, spec.preflight.disk, "preflight.disk")]
     else:
@@ -83,6 +88,8 @@ def disk_check(spec: Spec, run_dir: Path, data_root: Path, data_bytes: int) -> C
         needs = [
             Need(run_dir, ckpt, f"{count} checkpoints x {format_bytes(one)}{guess} + 30%"),
         ]
+        if spec.push is not None and staged_dir is not None:
+            needs.append(Need(staged_dir, ckpt, f"their {count} staged copies for the push"))
         if data_bytes:
             needs.append(
                 Need(

@@ -185,20 +185,17 @@ class Provider:
         return self.confirm(action, instance, call)
 
     def resume(self, action: Action) -> Outcome:
-        """After a restart, an action requested before it: confirm, never request twice. Only
-        when the provider shows no sign of the request (it never arrived) is it made again."""
+        """After a restart, an action requested before it: confirmed, not requested again.
+        Only when the provider shows no sign of it for a whole confirmation wait (the request
+        never left this machine) is it made once more: stop and destroy are idempotent there."""
         instance = self.identify()
         call = self.describe_call(action, instance)
-        going = self.going_after.get(action, frozenset()) | {GONE}
-        try:
-            seen = self.state(instance)
-        except ProviderError:
-            seen = None
-        if seen is None or seen in going:
-            log.info("%s: confirming the %s requested before a restart", self.name, action.value)
-            return self.confirm(action, instance, call)
-        log.info("%s: the %s before the restart never arrived (%s): requesting it", self.name,
-                 action.value, seen)  # fmt: skip
+        log.info("%s: confirming the %s requested before a restart", self.name, action.value)
+        outcome = self.confirm(action, instance, call)
+        if outcome.confirmed:
+            return outcome
+        log.warning("%s: no sign of the %s requested before the restart: requesting it", self.name,
+                    action.value)  # fmt: skip
         self.call(action, instance)
         return self.confirm(action, instance, call)
 
