@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import stat
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
@@ -38,8 +36,9 @@ from runspec.model import (
     Unverified,
 )
 from runspec.schema_errors import Reporter, explain
+from runspec.specread import NotRegularFile, SpecTooBig, read_spec
 from runspec.units import parse_duration, parse_size
-from runspec.yamlload import MAX_BYTES, YamlDocument, load_yaml, too_big
+from runspec.yamlload import YamlDocument, load_yaml, too_big
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "runspec.schema.json"
 
@@ -200,14 +199,11 @@ def load_spec_text(text: str | bytes, source: str) -> Spec:
 
 def _read(path: Path) -> bytes | Problem:
     try:
-        # Only regular files: opening a FIFO or a device could wait forever.
-        if not stat.S_ISREG(path.stat().st_mode):
-            raise UsageError(f"cannot read {path}: not a regular file")
-        with path.open("rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size > MAX_BYTES:
-                return too_big(size, str(path))
-            return f.read(MAX_BYTES + 1)
+        return read_spec(path)
+    except SpecTooBig as exc:
+        return too_big(exc.size, str(path))
+    except NotRegularFile as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from exc
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
