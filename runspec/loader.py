@@ -57,7 +57,9 @@ def _validator() -> Any:
     return Draft202012Validator(schema())
 
 
-def _problems(doc: YamlDocument, source: str, yaml_problems: list[Problem]) -> list[Problem]:
+def _problems(
+    doc: YamlDocument, source: str, yaml_problems: list[Problem], state: Path | None
+) -> list[Problem]:
     data = doc.data
     spelled: dict[str, str] = {}
     findings: list[rules.Finding] = []
@@ -68,7 +70,7 @@ def _problems(doc: YamlDocument, source: str, yaml_problems: list[Problem]) -> l
     report.problems.extend(yaml_problems)
     for error in _validator().iter_errors(data):
         explain(error, report)
-    for finding in [*findings, *rules.check_rules(data)]:
+    for finding in [*findings, *rules.check_rules(data, state)]:
         report.add(finding.path, finding.message, at_key=finding.at_key)
     return sorted(report.problems, key=lambda p: (p.line, p.column, p.pointer, p.message))
 
@@ -178,20 +180,24 @@ def _build(data: dict[str, Any], text: str, digest: str, source: str) -> Spec:
     )
 
 
-def check_spec_text(raw: str | bytes, source: str) -> tuple[Spec | None, list[Problem]]:
-    """The Spec, or None and every problem found. Never raises for what the text holds."""
+def check_spec_text(
+    raw: str | bytes, source: str, state: Path | None = None
+) -> tuple[Spec | None, list[Problem]]:
+    """The Spec, or None and every problem found. Never raises for what the text holds.
+    `state`: the state folder the spec will run under, where known (its internals are then
+    refused as run, push and data folders by their real path too)."""
     doc, problems = load_yaml(raw, source)
     if doc is None:
         return None, problems
-    problems = _problems(doc, source, problems)
+    problems = _problems(doc, source, problems, state)
     if problems:
         return None, problems
     data = raw.encode("utf-8") if isinstance(raw, str) else raw
     return _build(doc.data, doc.text, hashlib.sha256(data).hexdigest(), source), []
 
 
-def load_spec_text(text: str | bytes, source: str) -> Spec:
-    spec, problems = check_spec_text(text, source)
+def load_spec_text(text: str | bytes, source: str, state: Path | None = None) -> Spec:
+    spec, problems = check_spec_text(text, source, state)
     if spec is None:
         raise SpecInvalid(problems)
     return spec
@@ -217,8 +223,8 @@ def check_spec_file(path: Path) -> list[Problem]:
     return check_spec_text(raw, str(path))[1]
 
 
-def load_spec(path: Path) -> Spec:
+def load_spec(path: Path, state: Path | None = None) -> Spec:
     raw = _read(path)
     if isinstance(raw, Problem):
         raise SpecInvalid([raw])
-    return load_spec_text(raw, str(path))
+    return load_spec_text(raw, str(path), state)
