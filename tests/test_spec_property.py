@@ -107,8 +107,10 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
         spec["env"] = draw(
             st.dictionaries(
                 st.from_regex(r"[A-Z_][A-Z0-9_]{0,8}", fullmatch=True).filter(
-                    lambda n: not any(w in n for w in ("TOKEN", "SECRET", "PASSWORD", "KEY"))
-                    and forbidden_env(n) is None
+                    lambda n: (
+                        not any(w in n for w in ("TOKEN", "SECRET", "PASSWORD", "KEY"))
+                        and forbidden_env(n) is None
+                    )
                 ),
                 st.one_of(st.booleans(), st.integers(), st.text("abc/ :", max_size=5)),
                 max_size=3,
