@@ -220,3 +220,29 @@ def test_a_slow_in_place_writer_is_taken_whole(make_daemon) -> None:  # type: ig
     wait_until(lambda: _accepted(daemon, "slowly"), timeout=20, what="the run's record")
     assert (daemon.state / "jobs" / "slowly" / "spec.yaml").read_text() == text
     assert not (daemon.inbox / "rejected").exists()
+
+
+def test_a_claimed_folder_that_is_a_symlink_is_never_written_through(
+    make_daemon, daemon_dirs, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    state, inbox = daemon_dirs
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.symlink(elsewhere, state / "claimed")
+    config = tmp_path / "runspecd.yaml"
+    config.write_text("rescan_every: 1s\n")
+    os.chmod(config, 0o600)
+    daemon: DaemonProc = make_daemon(config=config).start()
+    status = daemon.wait_ready()
+    assert "claimed/ is a symbolic link, not the daemon's own folder" in status
+    drop(inbox, "waits.yaml", spec_text("waits"))
+    os.mkfifo(inbox / "pipe.yaml")  # needs no claim: rejected where it lies
+    _rejected(daemon, "pipe.yaml")
+    time.sleep(1.5)
+    assert (inbox / "waits.yaml").exists(), "a spec is never claimed through a link"
+    assert list(elsewhere.iterdir()) == []
+    assert not _accepted(daemon, "waits")
+    (state / "claimed").unlink()
+    wait_until(lambda: _accepted(daemon, "waits"), timeout=20, what="the run once claimed/ is real")
+    assert list(elsewhere.iterdir()) == []
+    assert (state / "claimed").is_dir() and not (state / "claimed").is_symlink()
