@@ -37,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from runspec.daemon.inbox import provenance_sidecar
     from runspec.errors import SpecInvalid, UsageError
     from runspec.loader import load_spec_text
+    from runspec.printable import printable
     from runspec.provenance import describe_submission
     from runspec.specread import NotRegularFile, SpecTooBig, read_spec
     from runspec.yamlload import too_big
@@ -74,6 +75,6 @@ def run(args: argparse.Namespace) -> int:
         if git:
             dirty = " (dirty tree)" if git["dirty"] else ""
             where = f" from {git['path']} at {(git['commit'] or 'no commit')[:12]}{dirty}"
-        print(f"submitted {spec.name}{where} -> {target}")
+        print(printable(f"submitted {spec.name}{where} -> {target}"))
         print(f"follow it with: runspec status {spec.name}   (or runspec logs {spec.name} -f)")
     return 0
