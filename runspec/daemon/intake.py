@@ -71,6 +71,8 @@ class Intake:
         try:
             error = ("\n".join(lines) + "\n").encode()
             dest = inboxfs.reject(self.folders.inbox, name, rejected, name, error)
+        except FileNotFoundError:  # removed meanwhile: nothing left to answer
+            return []
         finally:
             os.close(rejected)
         return [self._rejected(name, dest, lines)]
