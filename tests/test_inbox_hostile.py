@@ -246,3 +246,17 @@ def test_a_claimed_folder_that_is_a_symlink_is_never_written_through(
     wait_until(lambda: _accepted(daemon, "waits"), timeout=20, what="the run once claimed/ is real")
     assert list(elsewhere.iterdir()) == []
     assert (state / "claimed").is_dir() and not (state / "claimed").is_symlink()
+
+
+def test_a_spec_whose_handling_raises_is_rejected_with_the_reason(make_daemon, daemon_dirs) -> None:  # type: ignore[no-untyped-def]
+    state, inbox = daemon_dirs
+    (state / "jobs").mkdir()
+    (state / "jobs" / "boom").write_text("not a folder\n")  # accepting `boom` raises OSError
+    daemon: DaemonProc = make_daemon().start()
+    daemon.wait_ready()
+    drop(inbox, "boom.yaml", spec_text("boom"))
+    text = _rejected(daemon, "boom.yaml")
+    assert text.startswith("boom.yaml:1:1: : runspec could not queue it (NotADirectoryError")
+    assert os.listdir(state / "claimed") == []
+    assert not (inbox / "boom.yaml").exists()
+    _still_answering(daemon, "after-boom")

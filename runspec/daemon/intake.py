@@ -134,24 +134,19 @@ class Intake:
             return []
         name = names[0]
         shown = printable(name)
-        data, lines = self._read(sub, name, shown)
-        spec = None
-        if data is not None:
-            from runspec.loader import check_spec_text
-
-            spec, problems = check_spec_text(data, shown, self.state)
-            lines = [str(p) for p in problems]
-        if incomplete is not None:
-            advice = "write a spec under another name and rename it in (runspec submit does)"
-            lines.insert(0, line(shown, f"incomplete: {incomplete}; {advice}"))
-        if spec is not None and not lines:
-            try:
-                record = self.accept(spec, self.state, self._provenance(sub, shown), self.clock)
-            except RunspecError as exc:
-                lines = [line(shown, str(exc), "/name")]
-            else:
+        try:
+            spec, lines = self._judge(sub, name, shown, incomplete)
+            if spec is not None and not lines:
+                provenance = self._provenance(sub, shown)
+                record = self.accept(spec, self.state, provenance, self.clock)
                 log.info("inbox: accepted %s as run %s (queued)", shown, record.name)
                 return [Outcome(file=shown, accepted=record.name)]
+        except RunspecError as exc:  # the name is taken
+            lines = [line(shown, str(exc), "/name")]
+        except Exception as exc:  # a bug or a broken state folder: answered, never looped on
+            log.exception("inbox: cannot decide on %s", shown)
+            reason = f"runspec could not queue it ({type(exc).__name__}: {exc}); see its log"
+            lines = [line(shown, reason)]
         try:
             rejected = self.folders.rejected()
         except FolderProblem:
@@ -162,6 +157,22 @@ class Intake:
         finally:
             os.close(rejected)
         return [self._rejected(name, dest, lines)]
+
+    def _judge(
+        self, sub: int, name: str, shown: str, incomplete: str | None
+    ) -> tuple[Spec | None, list[str]]:
+        """The spec, or why the file is refused (`.error` lines)."""
+        data, lines = self._read(sub, name, shown)
+        spec = None
+        if data is not None:
+            from runspec.loader import check_spec_text
+
+            spec, problems = check_spec_text(data, shown, self.state)
+            lines = [str(p) for p in problems]
+        if incomplete is not None:
+            advice = "write a spec under another name and rename it in (runspec submit does)"
+            lines.insert(0, line(shown, f"incomplete: {incomplete}; {advice}"))
+        return spec, lines
 
     @staticmethod
     def _read(sub: int, name: str, shown: str) -> tuple[bytes | None, list[str]]:
