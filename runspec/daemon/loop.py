@@ -168,9 +168,8 @@ class Daemon:
     def status_text(self) -> str:
         worker = self.runs.worker
         record = worker.record if worker else None
-        text = describe(record, self.clock.time(), self._queued_count)
-        problem = self.inbox.problem
-        return f"{text}; inbox: {problem}" if problem else text
+        problem = f"; inbox: {self.inbox.problem}" if self.inbox.problem else ""
+        return describe(record, self.clock.time(), self._queued_count) + problem
 
     def _report(self, outcomes: list[Outcome]) -> None:
         for outcome in outcomes:
