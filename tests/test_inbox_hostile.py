@@ -250,8 +250,8 @@ def test_a_claimed_folder_that_is_a_symlink_is_never_written_through(
 
 def test_a_spec_whose_handling_raises_is_rejected_with_the_reason(make_daemon, daemon_dirs) -> None:  # type: ignore[no-untyped-def]
     state, inbox = daemon_dirs
-    (state / "jobs").mkdir()
-    (state / "jobs" / "boom").write_text("not a folder\n")  # accepting `boom` raises OSError
+    (state / "runs").mkdir()
+    (state / "runs" / "boom").write_text("not a folder\n")  # accepting `boom` raises OSError
     daemon: DaemonProc = make_daemon().start()
     daemon.wait_ready()
     drop(inbox, "boom.yaml", spec_text("boom"))
