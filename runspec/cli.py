@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from runspec import __version__
 from runspec.errors import EXIT_USAGE, RunspecError
+from runspec.printable import printable_lines, setup_logging
 
 log = logging.getLogger("runspec")
 
@@ -58,14 +59,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # Commands print what a person needs; the log adds detail only with -v. The daemon sets
     # up its own logging for the journal.
-    logging.basicConfig(
-        level=logging.DEBUG
+    setup_logging(
+        logging.DEBUG
         if args.verbose
         else logging.INFO
         if args.command == "daemon"
         else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
+        "%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     # APScheduler logs every job run at INFO: noise in a journal that people read.
     logging.getLogger("apscheduler").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args._run(args)
     except RunspecError as exc:
         log.debug("command failed", exc_info=True)
-        print(f"runspec: {exc}", file=sys.stderr)
+        print(f"runspec: {printable_lines(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runspec.printable import printable
+
 EXIT_OK = 0
 EXIT_FAILED = 1  # a run failed, a check failed, or a spec is invalid (validate)
 EXIT_USAGE = 2  # the command was used wrongly, or a file could not be read
@@ -36,7 +38,10 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.column}: {self.pointer}: {self.message}"
+        # File names, keys and values come from whoever wrote the spec: a terminal escape or a
+        # newline among them must show as text, not act (see runspec.printable).
+        text = f"{self.file}:{self.line}:{self.column}: {self.pointer}: {self.message}"
+        return printable(text)
 
     def as_dict(self) -> dict[str, object]:
         return {

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import stat
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
@@ -38,8 +36,9 @@ from runspec.model import (
     Unverified,
 )
 from runspec.schema_errors import Reporter, explain
+from runspec.specread import NotRegularFile, SpecTooBig, read_spec
 from runspec.units import parse_duration, parse_size
-from runspec.yamlload import MAX_BYTES, YamlDocument, load_yaml, too_big
+from runspec.yamlload import YamlDocument, load_yaml, too_big
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "runspec.schema.json"
 
@@ -58,7 +57,9 @@ def _validator() -> Any:
     return Draft202012Validator(schema())
 
 
-def _problems(doc: YamlDocument, source: str, yaml_problems: list[Problem]) -> list[Problem]:
+def _problems(
+    doc: YamlDocument, source: str, yaml_problems: list[Problem], state: Path | None
+) -> list[Problem]:
     data = doc.data
     spelled: dict[str, str] = {}
     findings: list[rules.Finding] = []
@@ -69,7 +70,7 @@ def _problems(doc: YamlDocument, source: str, yaml_problems: list[Problem]) -> l
     report.problems.extend(yaml_problems)
     for error in _validator().iter_errors(data):
         explain(error, report)
-    for finding in [*findings, *rules.check_rules(data)]:
+    for finding in [*findings, *rules.check_rules(data, state)]:
         report.add(finding.path, finding.message, at_key=finding.at_key)
     return sorted(report.problems, key=lambda p: (p.line, p.column, p.pointer, p.message))
 
@@ -179,20 +180,24 @@ def _build(data: dict[str, Any], text: str, digest: str, source: str) -> Spec:
     )
 
 
-def check_spec_text(raw: str | bytes, source: str) -> tuple[Spec | None, list[Problem]]:
-    """The Spec, or None and every problem found. Never raises for what the text holds."""
+def check_spec_text(
+    raw: str | bytes, source: str, state: Path | None = None
+) -> tuple[Spec | None, list[Problem]]:
+    """The Spec, or None and every problem found. Never raises for what the text holds.
+    `state`: the state folder the spec will run under, where known (its internals are then
+    refused as run, push and data folders by their real path too)."""
     doc, problems = load_yaml(raw, source)
     if doc is None:
         return None, problems
-    problems = _problems(doc, source, problems)
+    problems = _problems(doc, source, problems, state)
     if problems:
         return None, problems
     data = raw.encode("utf-8") if isinstance(raw, str) else raw
     return _build(doc.data, doc.text, hashlib.sha256(data).hexdigest(), source), []
 
 
-def load_spec_text(text: str | bytes, source: str) -> Spec:
-    spec, problems = check_spec_text(text, source)
+def load_spec_text(text: str | bytes, source: str, state: Path | None = None) -> Spec:
+    spec, problems = check_spec_text(text, source, state)
     if spec is None:
         raise SpecInvalid(problems)
     return spec
@@ -200,14 +205,11 @@ def load_spec_text(text: str | bytes, source: str) -> Spec:
 
 def _read(path: Path) -> bytes | Problem:
     try:
-        # Only regular files: opening a FIFO or a device could wait forever.
-        if not stat.S_ISREG(path.stat().st_mode):
-            raise UsageError(f"cannot read {path}: not a regular file")
-        with path.open("rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size > MAX_BYTES:
-                return too_big(size, str(path))
-            return f.read(MAX_BYTES + 1)
+        return read_spec(path)
+    except SpecTooBig as exc:
+        return too_big(exc.size, str(path))
+    except NotRegularFile as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from exc
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
@@ -221,8 +223,8 @@ def check_spec_file(path: Path) -> list[Problem]:
     return check_spec_text(raw, str(path))[1]
 
 
-def load_spec(path: Path) -> Spec:
+def load_spec(path: Path, state: Path | None = None) -> Spec:
     raw = _read(path)
     if isinstance(raw, Problem):
         raise SpecInvalid([raw])
-    return load_spec_text(raw, str(path))
+    return load_spec_text(raw, str(path), state)

@@ -12,8 +12,10 @@ import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeGuard
 
+from runspec.safepaths import FOLDER_FIELDS, forbidden_folder
 from runspec.trainargs import BY_KEY, ELSEWHERE, normalise_key
 from runspec.units import DURATION_PATTERN, SIZE_PATTERN, parse_duration, parse_size
 
@@ -27,6 +29,44 @@ DURATION_FIELDS: tuple[KeyPath, ...] = (
     ("finish", "storage", "return_within"),
 )
 _SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|KEY", re.IGNORECASE)
+# Names a spec's env may not set: they change what the trainer runs or loads, or where its
+# traffic and the Hub token go. The env is for tuning (OMP_NUM_THREADS, HF_HOME); these belong
+# to the machine's own setup (the daemon's EnvironmentFile), which a spec cannot reach.
+_ENV_RUNS = frozenset(
+    {
+        "PATH",
+        "HOME",  # moves the stored Hub login and every dotfile the trainer reads
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "PYTHONSTARTUP",
+        "PYTHONUSERBASE",
+        "PYTHONPLATLIBDIR",
+        "PYTHONEXECUTABLE",
+        "PYTHONINSPECT",  # leaves the trainer waiting at a prompt after training
+        "PYTHONBREAKPOINT",
+        "BASH_ENV",
+        "ENV",
+        "GCONV_PATH",
+    }
+)
+_ENV_PREFIXES = ("LD_", "RUNSPEC_")  # the dynamic loader's; runspec's own
+_ENV_ROUTES = frozenset(
+    {
+        "HF_ENDPOINT",
+        "HF_TOKEN_PATH",  # HF_TOKEN itself is refused as a secret below
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "NO_PROXY",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
+        "OPENSSL_CONF",
+        "NETRC",
+    }
+)
+_ENV_FIX = "a spec may not set it; remove it (set it up on the machine itself if it must be)"
 _SECRET_HOME = (
     "secrets reach runspec through the daemon's EnvironmentFile or the Hub's stored login, "
     "never through a spec that may be committed to git"
@@ -53,15 +93,11 @@ def _is_int(value: Any) -> TypeGuard[int]:
 
 
 def _seconds(value: Any) -> float | None:
-    """A duration the schema accepts, in seconds; None when absent, `auto` or invalid."""
-    if isinstance(value, str) and re.fullmatch(DURATION_PATTERN, value):
-        try:
-            return parse_duration(value)
-        except ValueError:
-            return None
-    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-        return float(value)
-    return None
+    """A valid duration in seconds; None when absent, `auto` or invalid (reported elsewhere)."""
+    try:
+        return parse_duration(value)
+    except ValueError:
+        return None
 
 
 def normalise_args(args: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str], list[Finding]]:
@@ -100,18 +136,15 @@ def _finite(data: dict[str, Any]) -> Iterator[Finding]:
             stack.extend(((*path, i), v) for i, v in enumerate(value))
 
 
-def _positive_durations(data: dict[str, Any]) -> Iterator[Finding]:
+def _durations(data: dict[str, Any]) -> Iterator[Finding]:
+    # The schema checks the form (<number><unit> parts); the parser knows zero and the limit.
     for path in DURATION_FIELDS:
         value = _get(data, path)
         if isinstance(value, str) and re.fullmatch(DURATION_PATTERN, value):
             try:
                 parse_duration(value)
-            except ValueError:
-                yield Finding(
-                    path,
-                    f"{value!r} is not a positive duration: use e.g. 90m, 1h30m, 45s, "
-                    "or a number of seconds",
-                )
+            except ValueError as exc:
+                yield Finding(path, str(exc))
 
 
 def _positive_size(data: dict[str, Any]) -> Iterator[Finding]:
@@ -197,12 +230,27 @@ def _finish(data: dict[str, Any]) -> Iterator[Finding]:
         )
 
 
+def forbidden_env(name: str) -> str | None:
+    """Why a spec's env may not set `name`; None when it may."""
+    upper = name.upper()
+    if upper == "CUDA_VISIBLE_DEVICES":
+        return f"{name!r} would override train.device: choose the GPUs with train.device"
+    if upper in _ENV_ROUTES:
+        return f"{name!r} decides where the trainer's traffic or the Hub token goes: {_ENV_FIX}"
+    if upper in _ENV_RUNS or upper.startswith(_ENV_PREFIXES):
+        return f"{name!r} changes what the trainer runs or loads: {_ENV_FIX}"
+    return None
+
+
 def _env(data: dict[str, Any]) -> Iterator[Finding]:
     env = data.get("env")
     if not isinstance(env, dict):
         return
     for name, value in env.items():
-        if _SECRET_NAME.search(name):
+        forbidden = forbidden_env(name)
+        if forbidden:
+            yield Finding(("env", name), forbidden, True)
+        elif _SECRET_NAME.search(name):
             yield Finding(("env", name), f"{name!r} looks like a secret: {_SECRET_HOME}", True)
         elif isinstance(value, str) and value.startswith("hf_"):
             yield Finding(
@@ -210,9 +258,24 @@ def _env(data: dict[str, Any]) -> Iterator[Finding]:
             )
 
 
-def check_rules(data: dict[str, Any]) -> list[Finding]:
-    """Every rule beyond the schema, in the order of spec-v1.md."""
+def _folders(data: dict[str, Any], state: Path | None) -> Iterator[Finding]:
+    for field in FOLDER_FIELDS:
+        value = _get(data, field.path)
+        if not isinstance(value, str) or not value:
+            continue
+        why = forbidden_folder(value, state, is_file=field.is_file)
+        if why:
+            yield Finding(
+                field.path,
+                f"{value!r} {why}: {field.what} may not go there; {field.fix}",
+            )
+
+
+def check_rules(data: dict[str, Any], state: Path | None = None) -> list[Finding]:
+    """Every rule beyond the schema, in the order of spec-v1.md. `state` is the state folder
+    where it is known (the daemon, `runspec run`): its own folders are refused as targets."""
     findings: list[Finding] = []
-    for rule in (_finite, _positive_durations, _positive_size, _train, _budget, _finish, _env):
+    for rule in (_finite, _durations, _positive_size, _train, _budget, _finish, _env):
         findings.extend(rule(data))
+    findings.extend(_folders(data, state))
     return findings

@@ -13,6 +13,8 @@ from functools import cache
 from typing import Any
 
 from runspec.errors import Problem
+from runspec.rules import DURATION_FIELDS
+from runspec.units import bare_number
 from runspec.yamlload import KeyPath, YamlDocument, json_pointer
 
 _TOP_HINTS = {
@@ -122,7 +124,11 @@ def explain(error: Any, report: Reporter) -> None:
     sub = error.schema if isinstance(error.schema, dict) else {}
     custom = sub.get("errorMessage")
     instance = error.instance
-    if kind == "additionalProperties":
+    number = isinstance(instance, int | float) and not isinstance(instance, bool)
+    if number and path in DURATION_FIELDS and kind in ("type", "anyOf"):
+        # A duration written as a bare number: the fix names both units it may have meant.
+        report.add(path, bare_number(report.doc.plain_texts.get(path) or show(instance)))
+    elif kind == "additionalProperties":
         known = tuple(sub.get("properties", {}))
         for key in instance:
             if key not in known:

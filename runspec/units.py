@@ -1,4 +1,5 @@
-"""The one duration parser and the one size parser that every spec field uses."""
+"""The one duration parser and the one size parser that every spec field (and the daemon's
+config) uses."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 # The schema's pattern for a duration string: one or more <number><unit> parts.
 DURATION_PATTERN = r"^(\d+(\.\d+)?[smhd])+$"
+# No run, wait or schedule takes longer; a value past it is a typo (or 1e308), and the clock
+# arithmetic it would reach (datetimes, timers) overflows long before infinity.
+MAX_DURATION = 30 * 86400.0
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)(MB|GB|TB|MiB|GiB|TiB)$")
 _SIZE_UNITS = {
@@ -21,21 +25,29 @@ _SIZE_UNITS = {
 SIZE_PATTERN = r"^\d+(\.\d+)?(MB|GB|TB|MiB|GiB|TiB)$"
 
 
-def parse_duration(value: str | int | float) -> float:
-    """Seconds from `90m`, `1h30m`, `45s` or a plain number of seconds; raises ValueError."""
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a duration")
-    if isinstance(value, int | float):
-        seconds = float(value)
-    else:
-        text = value.strip()
-        if not re.fullmatch(DURATION_PATTERN, text):
-            raise ValueError(f"{value!r} is not a duration (use e.g. 90m, 1h30m, 45s)")
-        seconds = sum(
-            float(num) * _DURATION_UNITS[unit] for num, unit in _DURATION_PART.findall(text)
-        )
+def bare_number(text: str) -> str:
+    """Why a number written without a unit is refused where a duration goes, and the fix."""
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        # `wall_clock: 6` is six hours as often as six seconds: the writer says which.
+        return f"{text} has no unit: write {text}h or {text}s"
+    return f"{text} is not a duration: give a number and a unit, e.g. 90m, 1h30m, 45s"
+
+
+def parse_duration(value: str) -> float:
+    """Seconds from `90m`, `1h30m`, `45s`; raises ValueError with the fix for anything else:
+    a bare number (no unit), zero, or more than MAX_DURATION."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        raise ValueError(bare_number(str(value)))
+    if not isinstance(value, str) or not re.fullmatch(DURATION_PATTERN, value.strip()):
+        raise ValueError(f"{value!r} is not a duration: use e.g. 90m, 1h30m, 45s")
+    text = value.strip()
+    seconds = sum(float(num) * _DURATION_UNITS[unit] for num, unit in _DURATION_PART.findall(text))
     if seconds <= 0:
-        raise ValueError(f"{value!r} is not a positive duration")
+        raise ValueError(f"{value!r} is not a positive duration: use e.g. 90m, 1h30m, 45s")
+    if seconds > MAX_DURATION:
+        raise ValueError(
+            f"{value!r} is longer than 30 days, the most any duration may be: use at most 30d"
+        )
     return seconds
 
 

@@ -89,9 +89,10 @@ def test_the_schema_states_the_same_defaults_as_the_model() -> None:
         ("1h30m", 5400.0),
         ("45s", 45.0),
         ("1d12h", 129600.0),
-        ("3600", 3600.0),
+        ("3600s", 3600.0),
         ("0.5h", 1800.0),
-        ("2.5", 2.5),
+        ("2.5s", 2.5),
+        ("30d", 30 * 86400.0),
     ],
 )
 def test_durations_become_seconds(spec_minimal_text: str, written: str, seconds: float) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -89,4 +90,52 @@ def test_submit_refuses_an_invalid_spec(tmp_path: Path) -> None:
     out = _run(sys.executable, "-m", "runspec", "submit", str(spec), "--inbox", str(inbox))
     assert out.returncode == 1
     assert f"{spec}:7:11: /train/epochs:" in out.stdout
+    assert list(inbox.iterdir()) == []
+
+
+def test_submit_of_dev_zero_is_refused_at_once(tmp_path: Path) -> None:
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    out = subprocess.run(
+        [sys.executable, "-m", "runspec", "submit", "/dev/zero", "--inbox", str(inbox)],
+        capture_output=True,
+        text=True,
+        timeout=20,  # reading /dev/zero would never end (or end the machine's memory)
+        cwd=REPO,
+        check=False,
+    )
+    assert out.returncode == 2
+    assert "cannot read /dev/zero: a character device, not a regular file" in out.stderr
+    assert list(inbox.iterdir()) == []
+
+
+def test_submit_of_a_fifo_does_not_wait_for_a_writer(tmp_path: Path) -> None:
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    out = subprocess.run(
+        [sys.executable, "-m", "runspec", "submit", str(fifo), "--inbox", str(inbox)],
+        capture_output=True,
+        text=True,
+        timeout=20,  # opening a FIFO for reading waits for a writer that never comes
+        cwd=REPO,
+        check=False,
+    )
+    assert out.returncode == 2
+    assert f"cannot read {fifo}: a FIFO (named pipe), not a regular file" in out.stderr
+    assert list(inbox.iterdir()) == []
+
+
+def test_submit_of_a_file_past_the_limit_reads_no_further(tmp_path: Path) -> None:
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    big = tmp_path / "big.yaml"
+    with big.open("wb") as fh:
+        fh.truncate(1 << 30)  # sparse
+    out = _run(sys.executable, "-m", "runspec", "submit", str(big), "--inbox", str(inbox))
+    assert out.returncode == 1
+    assert f"{big}:1:1: : the file is 1,073,741,824 bytes; a spec may be at most 1 MiB" in (
+        out.stdout
+    )
     assert list(inbox.iterdir()) == []

@@ -28,13 +28,14 @@ def run(args: argparse.Namespace) -> int:
     from runspec.loader import load_spec
     from runspec.owner import RunLock
     from runspec.paths import RunPaths
+    from runspec.printable import printable
     from runspec.provenance import git_info
     from runspec.state import RecordStore
     from runspec.verdict import exit_code, run_safety
     from runspec.views.report import summary_lines
 
-    spec = load_spec(args.spec)
     state = state_dir(args)
+    spec = load_spec(args.spec, state)
     paths = RunPaths.for_spec(spec, state)
     # One owner per run: refused at once, naming the other driver, before anything is written.
     lock = RunLock(paths)
@@ -48,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
         out = sys.stderr if as_json else sys.stdout
 
         def progress(line: str) -> None:
-            print(line, file=out, flush=True)
+            # Lines quote spec values (paths, reasons): shown, never acted on by a terminal.
+            print(printable(line), file=out, flush=True)
 
         lifecycle = Lifecycle(
             spec,

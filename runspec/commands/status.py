@@ -22,6 +22,7 @@ def run(args: argparse.Namespace) -> int:
     from runspec.errors import UsageError
     from runspec.owner import daemon_holder
     from runspec.paths import StateLayout
+    from runspec.printable import printable_lines
     from runspec.state import RecordStore
     from runspec.views.runinfo import damaged_info, info, table
 
@@ -42,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
                 sys.stdout.write("\x1b[H\x1b[2J")
             daemon = daemon_holder(StateLayout(state))
             print(f"runspecd: {'running, ' + str(daemon) if daemon else 'not running'} ({state})")
-            print(table(rows) if rows else "no runs")
+            # Run folders come from specs: escaped, so a value cannot drive the terminal.
+            print(printable_lines(table(rows)) if rows else "no runs")
         sys.stdout.flush()
         if not args.watch:
             return 0

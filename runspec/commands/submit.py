@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from runspec.commands import add_format, add_state, print_json, state_dir
+from runspec.errors import Problem
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -17,6 +18,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inbox", type=Path, default=None, help="the daemon's inbox")
     add_state(parser)
     add_format(parser)
+
+
+def _invalid(args: argparse.Namespace, problems: list[Problem]) -> int:
+    if args.format == "json":
+        print_json({"submitted": False, "problems": [p.as_dict() for p in problems]})
+    else:
+        for problem in problems:
+            print(problem)
+    return 1
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,21 +37,25 @@ def run(args: argparse.Namespace) -> int:
     from runspec.daemon.inbox import provenance_sidecar
     from runspec.errors import SpecInvalid, UsageError
     from runspec.loader import load_spec_text
+    from runspec.printable import printable
     from runspec.provenance import describe_submission
+    from runspec.specread import NotRegularFile, SpecTooBig, read_spec
+    from runspec.yamlload import too_big
 
+    # The same reader as the inbox's: a FIFO or a device is refused at once, and nothing is
+    # read past the size limit (`runspec submit /dev/zero` must not eat the machine's memory).
     try:
-        data = args.spec.read_bytes()
+        data = read_spec(args.spec)
+    except SpecTooBig as exc:
+        return _invalid(args, [too_big(exc.size, str(args.spec))])
+    except NotRegularFile as exc:
+        raise UsageError(f"cannot read {args.spec}: {exc}") from exc
     except OSError as exc:
-        raise UsageError(f"cannot read {args.spec}: {exc.strerror}") from exc
+        raise UsageError(f"cannot read {args.spec}: {exc.strerror or exc}") from exc
     try:
         spec = load_spec_text(data, str(args.spec))
     except SpecInvalid as exc:
-        if args.format == "json":
-            print_json({"submitted": False, "problems": [p.as_dict() for p in exc.problems]})
-        else:
-            for problem in exc.problems:
-                print(problem)
-        return 1
+        return _invalid(args, exc.problems)
     inbox = (args.inbox or state_dir(args) / "inbox").absolute()
     if not inbox.is_dir():
         raise UsageError(f"the inbox {inbox} does not exist; is the daemon installed? (--inbox)")
@@ -61,6 +75,6 @@ def run(args: argparse.Namespace) -> int:
         if git:
             dirty = " (dirty tree)" if git["dirty"] else ""
             where = f" from {git['path']} at {(git['commit'] or 'no commit')[:12]}{dirty}"
-        print(f"submitted {spec.name}{where} -> {target}")
+        print(printable(f"submitted {spec.name}{where} -> {target}"))
         print(f"follow it with: runspec status {spec.name}   (or runspec logs {spec.name} -f)")
     return 0

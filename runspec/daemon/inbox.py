@@ -1,49 +1,50 @@
-"""The watched inbox: inotify events (watchdog) plus scans, claim by rename, reject with reasons.
+"""The watched inbox: inotify events (watchdog) plus scans, claim by move, reject with reasons.
 
-A file is handled once: it is claimed by renaming it into `<state>/claimed/` before anything
-acts on it. A file still being written in place is waited for (up to `incomplete_wait`): it is
-complete once its writer closed it, once it was renamed into the inbox, or once it validates and
-has stopped changing. Nothing here blocks or raises into the daemon's loop: every problem with a
-file ends as a rejection beside it.
+Every file that appears ends in one of two places: the queue, whole, or `rejected/` with a
+`.error` beside it. A file is handled once: it is claimed (moved into `<state>/claimed/`)
+before anything acts on it. Only a regular file of its own is ever opened, never through a
+link and never blocking; anything else (a FIFO, a device, a socket, a folder, a link, a hard
+link to a file elsewhere, a file past the size limit) is rejected where it lies, saying what it
+is. A spec is taken only once its writer is done: it was renamed in (IN_MOVED_TO) or closed
+after writing (IN_CLOSE_WRITE), or, found by a scan, it has been quiet for a while; and in
+every case no process still holds it open for writing. Nothing here blocks or raises into the
+daemon's loop.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import json
 import logging
 import os
 import queue
-import shutil
+import stat
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from watchdog.events import (
-    FileClosedEvent,
-    FileCreatedEvent,
-    FileDeletedEvent,
-    FileModifiedEvent,
-    FileMovedEvent,
-    FileSystemEvent,
-    FileSystemEventHandler,
-)
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from runspec.clock import SYSTEM, Clock, utc_iso
-from runspec.errors import RunspecError, SpecInvalid
-from runspec.model import Spec
-from runspec.state import RunRecord
+from runspec.clock import SYSTEM, Clock
+from runspec.daemon import writers
+from runspec.daemon.inboxfs import FolderProblem, Folders
+from runspec.daemon.intake import AcceptFn, Intake, Outcome, line
+from runspec.printable import printable
+from runspec.specread import not_regular
+from runspec.yamlload import MAX_BYTES, too_big
 
 log = logging.getLogger("runspec.daemon.inbox")
 
 SUFFIXES = (".yaml", ".yml")
-STABLE_S = 0.2  # a valid file unchanged this long (no close seen) counts as written
-SETTLED_S = 1.0  # a valid file last modified this long ago counts as written
+STABLE_S = 0.2  # how often waiting files are looked at again
+QUIET_S = 1.0  # a file found by a scan, unchanged this long (and held by no writer), is done
 
-AcceptFn = Callable[[Spec, Path, dict[str, Any] | None, Clock], RunRecord]
+# watchdog's event types, as the inbox reads them; opens and closes without writing are not.
+_EVENTS = {"created": "changed", "modified": "changed", "closed": "closed", "deleted": "deleted"}
+
+__all__ = ["AcceptFn", "Inbox", "Outcome", "is_candidate", "provenance_sidecar"]
 
 
 def is_candidate(name: str) -> bool:
@@ -58,32 +59,9 @@ def provenance_sidecar(inbox: Path, name: str) -> Path:
 @dataclass
 class _Pending:
     first_seen: float
-    complete: bool = False  # closed by its writer, or renamed in
-    dirty: bool = True  # something happened since the last look
-    last_stat: tuple[int, int] | None = None
-    last_look: float = 0.0
-    problems: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    file: str
-    accepted: str | None = None  # the run's name
-    rejected: Path | None = None  # where the file went
-    reason: str = ""
-
-
-def _move_out(src: Path, dest: Path) -> None:
-    """Link, then unlink, rather than rename: a rename out of a watched folder is an
-    IN_MOVED_FROM that watchdog holds back half a second (waiting for its pair), and every
-    later inbox event with it. The state lock makes this daemon the only one moving files."""
-    try:
-        os.link(src, dest)
-    except OSError as exc:
-        if exc.errno not in (errno.EXDEV, errno.EPERM):  # another filesystem, or no hard links
-            raise
-        shutil.copy2(src, dest)
-    os.unlink(src)
+    changed_at: float
+    done: bool = False  # its writer said so: closed after writing, or renamed in
+    last_stat: tuple[int, int, int] | None = None
 
 
 class _Handler(FileSystemEventHandler):
@@ -91,23 +69,18 @@ class _Handler(FileSystemEventHandler):
         self.inbox = inbox
         self.events = events
 
+    def _put(self, kind: str, raw: bytes | str) -> None:
+        path = Path(os.fsdecode(raw))
+        if path.parent == self.inbox:
+            self.events.put((kind, path.name))
+
     def on_any_event(self, event: FileSystemEvent) -> None:
-        if event.is_directory:
-            return
-        if isinstance(event, FileMovedEvent):
-            dest = Path(os.fsdecode(event.dest_path))
-            if dest.parent == self.inbox:
-                self.events.put(("moved", dest.name))
-            return
-        src = Path(os.fsdecode(event.src_path))
-        if src.parent != self.inbox:
-            return
-        if isinstance(event, FileClosedEvent):
-            self.events.put(("closed", src.name))
-        elif isinstance(event, FileCreatedEvent | FileModifiedEvent):
-            self.events.put(("changed", src.name))
-        elif isinstance(event, FileDeletedEvent):
-            self.events.put(("deleted", src.name))
+        # Folders count too: a folder named like a spec is rejected as what it is.
+        if event.event_type == "moved":
+            self._put("deleted", event.src_path)
+            self._put("moved", event.dest_path)
+        elif event.event_type in _EVENTS:
+            self._put(_EVENTS[event.event_type], event.src_path)
 
 
 class Inbox:
@@ -132,19 +105,31 @@ class Inbox:
         self.events: queue.SimpleQueue[tuple[str, str]] = events or queue.SimpleQueue()
         self.pending: dict[str, _Pending] = {}
         self._observer: Any = None
-        self._seq = 0
+        self.folders = Folders(inbox, state)
+        self.intake = Intake(self.folders, inbox, state, accept, clock)
+        self._retry_parked = False
+        # Files whose handling failed even as a rejection: (name, inode), never retried.
+        self._given_up: set[tuple[str, int]] = set()
+
+    @property
+    def problem(self) -> str | None:
+        """Why the inbox cannot do all its work now (for the daemon's status), or None."""
+        return printable("; ".join(self.folders.problems.values())) or None
 
     # -- watching --------------------------------------------------------------------------
     def start(self) -> None:
         self.inbox.mkdir(parents=True, exist_ok=True)
-        self.claimed_dir.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FolderProblem):  # made now; a problem shows in the status
+            os.close(self.folders.claimed())
         observer = Observer()
         observer.schedule(_Handler(self.inbox, self.events), str(self.inbox), recursive=False)
         observer.daemon = True
         observer.start()
         self._observer = observer
         # The validator compiles its schema on first use; do it now, not on the first spec.
-        self._problems_of_text(b"runspec: 1\n", "warm-up.yaml")
+        from runspec.loader import check_spec_text
+
+        check_spec_text(b"runspec: 1\n", "warm-up.yaml")
         # Scan after the observer started, so a file arriving in between is not missed.
         self.recover_claimed()
         self.scan()
@@ -154,38 +139,41 @@ class Inbox:
             self._observer.stop()
             self._observer.join(timeout=5)
             self._observer = None
+        self.folders.close()
 
     def scan(self) -> None:
-        """Pick up files that arrived unseen (before start, or an inotify overflow)."""
+        """Pick up files that arrived unseen (before start, or an inotify overflow), and retry
+        rejections held back while rejected/ was not usable."""
+        self._retry_parked = bool(self.intake.parked)
         try:
-            entries = [
-                (entry.stat(follow_symlinks=False).st_mtime_ns, entry.name)
-                for entry in os.scandir(self.inbox)
-                if entry.is_file(follow_symlinks=False) and is_candidate(entry.name)
-            ]
+            with os.scandir(self.folders.inbox) as it:
+                found = [
+                    (e.stat(follow_symlinks=False), e.name) for e in it if is_candidate(e.name)
+                ]
         except OSError as exc:
             log.warning("cannot scan the inbox %s: %s", self.inbox, exc)
             return
         # First come, first served: a directory lists its files in no useful order (ext4 by
         # hash), so files found by a scan queue in the order they were written.
-        for _, name in sorted(entries):
-            self._touch(name, complete=False)
+        for st, name in sorted(found, key=lambda e: (e[0].st_mtime_ns, e[1])):
+            if (name, st.st_ino) not in self._given_up:
+                self._touch(name, done=False)
 
     def note(self, kind: str, name: str) -> None:
         if kind == "deleted":
             self.pending.pop(name, None)
         elif is_candidate(name):
-            self._touch(name, complete=kind in ("closed", "moved"), reopened=kind == "changed")
+            self._touch(name, done=kind in ("closed", "moved"), reopened=kind == "changed")
 
-    def _touch(self, name: str, complete: bool, reopened: bool = False) -> None:
+    def _touch(self, name: str, done: bool, reopened: bool = False) -> None:
         item = self.pending.get(name)
         if item is None:
-            item = self.pending[name] = _Pending(first_seen=self.clock.monotonic())
-        if complete:
-            item.complete = True
+            now = self.clock.monotonic()
+            item = self.pending[name] = _Pending(first_seen=now, changed_at=now)
+        if done:
+            item.done = True
         elif reopened:
-            item.complete = False
-        item.dirty = True
+            item.done = False
 
     def drain_events(self) -> None:
         while True:
@@ -197,157 +185,95 @@ class Inbox:
 
     def next_check_in(self) -> float | None:
         """How soon a waiting file needs another look (None: nothing waits)."""
-        if not self.pending:
+        if not self.pending and not self._retry_parked:
             return None
         return STABLE_S
+
+    def recover_claimed(self) -> list[Outcome]:
+        """Files claimed by a daemon that died before deciding on them are decided now."""
+        return self.intake.recover()
 
     # -- deciding --------------------------------------------------------------------------
     def process(self) -> list[Outcome]:
         self.drain_events()
         outcomes: list[Outcome] = []
+        if self._retry_parked:
+            self._retry_parked = False
+            outcomes += self.intake.retry_parked()
+        now = self.clock.monotonic()
+        ready: list[str] = []
         for name in list(self.pending):
-            try:
-                outcome = self._look(name)
-            except Exception:  # one odd file must never stall the inbox
-                log.exception("inbox: unexpected error handling %s", name)
-                self.pending.pop(name, None)
-                continue
-            if outcome is not None:
-                outcomes.append(outcome)
+            outcomes += self._guarded(name, partial(self._look, name, now, ready))
+        held = self._writers(ready)
+        for name in ready:
+            waited = now - self.pending[name].first_seen
+            pid = held.get(name)
+            if pid is not None and waited < self.incomplete_wait:
+                continue  # its writer is still at it
+            del self.pending[name]
+            note = None
+            if pid is not None:
+                holder = writers.describe(pid)
+                note = f"still held open for writing by {holder} {waited:.0f}s after it appeared"
+            outcomes += self._guarded(name, partial(self.intake.claim_and_decide, name, note))
         return outcomes
 
-    def _look(self, name: str) -> Outcome | None:
-        item = self.pending[name]
-        path = self.inbox / name
+    def _guarded(self, name: str, step: Callable[[], list[Outcome]]) -> list[Outcome]:
+        """One file's step. A file that raises is rejected with the reason, or given up on
+        (logged once, never retried): no file makes the inbox loop on a traceback."""
         try:
-            st = path.stat()
+            return step()
+        except Exception as exc:
+            log.exception("inbox: unexpected error handling %s", name)
+            self.pending.pop(name, None)
+            why = f"runspec could not handle this file ({type(exc).__name__}: {exc}); see its log"
+            try:
+                return self.intake.reject_here(name, [line(printable(name), why)])
+            except Exception:
+                log.exception("inbox: cannot reject %s either; leaving it be", name)
+                with contextlib.suppress(OSError):
+                    st = os.stat(name, dir_fd=self.folders.inbox, follow_symlinks=False)
+                    self._given_up.add((name, st.st_ino))
+                return []
+
+    def _look(self, name: str, now: float, ready: list[str]) -> list[Outcome]:
+        """Reject at once what can never be a spec; add `name` to `ready` once its writer is
+        done; claim it as incomplete when it has changed for longer than anyone is waited for."""
+        item = self.pending[name]
+        try:
+            st = os.stat(name, dir_fd=self.folders.inbox, follow_symlinks=False)
         except FileNotFoundError:
             del self.pending[name]
-            return None
-        now = self.clock.monotonic()
-        stat_key = (st.st_size, st.st_mtime_ns)
-        age = self.clock.time() - st.st_mtime
-        if item.last_stat is None and age >= self.incomplete_wait:
-            # Untouched for longer than any writer is waited for when first seen: written long
-            # ago (found by a scan), so it is as complete as it will ever be.
-            item.complete = True
-        if item.complete:
+            return []
+        refuse = None
+        if not stat.S_ISREG(st.st_mode):
+            refuse = not_regular(name, st.st_mode, self.folders.inbox)
+        elif st.st_nlink > 1:
+            refuse = (
+                f"a hard link (the file has {st.st_nlink} names), not a file of its own: "
+                "copy the spec in instead"
+            )
+        elif st.st_size > MAX_BYTES:  # not read at all
+            refuse = too_big(st.st_size, name).message
+        if refuse is not None:
             del self.pending[name]
-            return self._claim_and_handle(name, incomplete=False)
-        changed = stat_key != item.last_stat
-        if item.dirty or changed:
-            item.problems = self._problems_of(path)
-        stable = not changed and now - item.last_look >= STABLE_S
-        item.dirty = False
-        item.last_stat = stat_key
-        item.last_look = now
-        if not item.problems and (stable or age >= SETTLED_S):
+            return self.intake.reject_here(name, [line(printable(name), refuse)])
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if key != item.last_stat:
+            item.last_stat, item.changed_at = key, now
+        quiet = now - item.changed_at >= QUIET_S or self.clock.time() - st.st_mtime >= QUIET_S
+        if item.done or quiet:
+            ready.append(name)
+        elif now - item.first_seen >= self.incomplete_wait:
             del self.pending[name]
-            return self._claim_and_handle(name, incomplete=False)
-        if now - item.first_seen >= self.incomplete_wait:
-            del self.pending[name]
-            return self._claim_and_handle(name, incomplete=True)
-        return None
-
-    def _problems_of(self, path: Path) -> list[str]:
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            return [f"{path.name}:1:1: : {exc}"]
-        return self._problems_of_text(data, path.name)
-
-    def _problems_of_text(self, data: bytes, name: str) -> list[str]:
-        try:
-            self._load(data, name)
-        except SpecInvalid as exc:
-            return [str(p) for p in exc.problems]
-        except RunspecError as exc:
-            return [f"{name}:1:1: : {exc}"]
+            waited = f"still changing {now - item.first_seen:.0f}s after it appeared"
+            return self.intake.claim_and_decide(name, waited)
         return []
 
-    @staticmethod
-    def _load(data: bytes, source: str) -> Spec:
-        from runspec.loader import load_spec_text
-
-        return load_spec_text(data, source)
-
-    def _claim(self, name: str) -> Path | None:
-        self._seq += 1
-        stamp = utc_iso(self.clock.time()).replace(":", "").replace("+0000", "Z")
-        dest = self.claimed_dir / f"{stamp}-{os.getpid()}-{self._seq:06d}-{name}"
-        try:
-            _move_out(self.inbox / name, dest)
-        except FileNotFoundError:
-            return None  # gone meanwhile
-        sidecar = provenance_sidecar(self.inbox, name)
-        with contextlib.suppress(FileNotFoundError):
-            _move_out(sidecar, dest.with_name(dest.name + ".provenance.json"))
-        return dest
-
-    def recover_claimed(self) -> list[Outcome]:
-        """Files claimed by a daemon that died before deciding on them are decided now."""
-        outcomes = []
-        for path in sorted(self.claimed_dir.glob("*")):
-            if path.name.endswith(".provenance.json") or not path.is_file():
-                continue
-            original = path.name.split("-", 3)[-1]
-            try:
-                outcomes.append(self._handle(path, original, incomplete=False))
-            except Exception:  # a full disk, say: keep the file for the next start, never loop
-                log.exception("inbox: cannot decide on claimed %s yet", path.name)
-        return outcomes
-
-    def _claim_and_handle(self, name: str, incomplete: bool) -> Outcome | None:
-        claimed = self._claim(name)
-        if claimed is None:
-            return None
-        return self._handle(claimed, name, incomplete)
-
-    def _handle(self, claimed: Path, name: str, incomplete: bool) -> Outcome:
-        sidecar = claimed.with_name(claimed.name + ".provenance.json")
-        try:
-            data = claimed.read_bytes()
-            spec = self._load(data, name)
-        except SpecInvalid as exc:
-            lines = [str(p) for p in exc.problems]
-            if incomplete:
-                lines.insert(
-                    0,
-                    f"{name}:1:1: : incomplete: still not a valid spec "
-                    f"{self.incomplete_wait:.0f}s after it appeared (was it still being written?)",
-                )
-            return self._reject(claimed, name, lines)
-        except (OSError, RunspecError) as exc:
-            return self._reject(claimed, name, [f"{name}:1:1: : {exc}"])
-        provenance: dict[str, Any] = {"inbox_file": name, "claimed_at": utc_iso(self.clock.time())}
-        try:
-            provenance.update(json.loads(sidecar.read_text()))
-        except FileNotFoundError:
-            provenance.setdefault("via", "inbox")
-        except (OSError, ValueError) as exc:
-            log.warning("ignoring unreadable provenance for %s: %s", name, exc)
-        try:
-            record = self.accept(spec, self.state, provenance, self.clock)
-        except RunspecError as exc:
-            return self._reject(claimed, name, [f"{name}:1:1: /name: {exc}"])
-        claimed.unlink(missing_ok=True)
-        sidecar.unlink(missing_ok=True)
-        log.info("inbox: accepted %s as run %s (queued)", name, record.name)
-        return Outcome(file=name, accepted=record.name)
-
-    def _reject(self, claimed: Path, name: str, lines: list[str]) -> Outcome:
-        self.rejected_dir.mkdir(exist_ok=True)
-        dest = self.rejected_dir / name
-        n = 1
-        while dest.exists() or dest.with_name(dest.name + ".error").exists():
-            stem, dot, suffix = name.rpartition(".")
-            dest = self.rejected_dir / f"{stem}.{n}{dot}{suffix}"
-            n += 1
-        error = dest.with_name(dest.name + ".error")
-        tmp = error.with_name(f".{error.name}.tmp")
-        tmp.write_text("\n".join(lines) + "\n")
-        os.replace(tmp, error)
-        shutil.move(claimed, dest)
-        claimed.with_name(claimed.name + ".provenance.json").unlink(missing_ok=True)
-        log.warning("inbox: rejected %s -> %s: %s", name, dest, lines[0] if lines else "")
-        return Outcome(file=name, rejected=dest, reason="\n".join(lines))
+    def _writers(self, names: list[str]) -> dict[str, int]:
+        """Which of `names` another process holds open for writing, and its pid."""
+        if not names:
+            return {}
+        base = os.fsencode(os.path.realpath(self.inbox))
+        paths = {base + b"/" + os.fsencode(name): name for name in names}
+        return {paths[p]: pid for p, pid in writers.held_for_writing(paths).items()}

@@ -29,6 +29,7 @@ from runspec.locks import FileLock
 from runspec.model import Spec
 from runspec.owner import take_daemon_lock
 from runspec.paths import StateLayout
+from runspec.printable import printable
 from runspec.state import RecordStore, RunRecord
 from runspec.views.statusline import describe, summary
 
@@ -167,7 +168,8 @@ class Daemon:
     def status_text(self) -> str:
         worker = self.runs.worker
         record = worker.record if worker else None
-        return describe(record, self.clock.time(), self._queued_count)
+        problem = f"; inbox: {self.inbox.problem}" if self.inbox.problem else ""
+        return describe(record, self.clock.time(), self._queued_count) + problem
 
     def _report(self, outcomes: list[Outcome]) -> None:
         for outcome in outcomes:
@@ -240,7 +242,7 @@ class Daemon:
 
 def main(config: DaemonConfig, config_path: Path | None, once: bool) -> int:
     def progress(line: str) -> None:
-        print(line, flush=True)
+        print(printable(line), flush=True)  # file names and spec values: shown, never acting
 
     daemon = Daemon(config, config_path=config_path, once=once, progress=progress)
     try:
