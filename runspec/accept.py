@@ -18,6 +18,7 @@ from runspec.atomic import write_json_atomic
 from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.errors import RunspecError
 from runspec.model import Spec
+from runspec.owner import reserve_note
 from runspec.paths import RunPaths
 from runspec.state import DamagedRecord, RecordStore, RunRecord, RunStatus
 
@@ -73,6 +74,7 @@ def accept(
     paths.job_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(paths.job_dir, 0o700)
     paths.save()
+    reserve_note(paths.disk_note)
     paths.spec_file.write_text(spec.text)
     received = utc_iso(clock.time())
     write_json_atomic(

@@ -288,6 +288,13 @@ class Endgame:
         safety = run_safety(paths, spec, owner.record)
         ctx = FinishContext(spec.name, spec.budget.hourly_cost, str(paths.run_dir))
         if not ends_machine(finish, safety.safe):
+            begun = owner.record.finish
+            resume = begun.get("action") if begun.get("step") == "applying" else None
+
+            def begin(action: str) -> None:
+                # Recorded before a command runs: a restart never runs it a second time.
+                owner.update(finish={"step": "applying", "action": action})
+
             result = apply_finish(
                 finish,
                 ctx,
@@ -296,6 +303,8 @@ class Endgame:
                 clock=self.clock,
                 log=self.say,
                 host=self.host,
+                resume=resume,
+                on_begin=begin,
             )
             owner.update(finish=result.to_json())
             owner.transition(RunStatus.FINISHED, f"finish: {result.summary}")

@@ -27,7 +27,7 @@ from runspec.endgame import Endgame
 from runspec.errors import RunspecError
 from runspec.launcher import TrainerHandle
 from runspec.model import Spec
-from runspec.owner import RunLock, RunOwner, is_no_space
+from runspec.owner import SPACE_POLL_S, RunLock, RunOwner, is_no_space
 from runspec.paths import ENV_FILE, RunPaths
 from runspec.requests import RunRequests
 from runspec.state import RecordStore, RunRecord, RunStatus, Termination
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("runspec.lifecycle")
 
 NO_FINISH = frozenset({Termination.CANCELLED, Termination.INTERRUPTED})
-SPACE_POLL_S = 30.0  # how often a run waiting for disk space tries again
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,16 @@ path, and the next `flush` writes it once space is back.
 from __future__ import annotations
 
 import errno
+import json
 import logging
+import os
 import shutil
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from runspec.atomic import write_bytes
 from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.errors import UsageError
 from runspec.locks import FileLock, Holder, holder
@@ -30,10 +34,43 @@ from runspec.state import PushRecord, RecordStore, RunRecord, RunStatus, Termina
 log = logging.getLogger("runspec.owner")
 
 NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+SPACE_POLL_S = 10.0  # how often a run waiting for disk space looks again (a statvfs: cheap)
 
 
 def is_no_space(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in NO_SPACE
+
+
+NOTE_SIZE = 4096  # bytes reserved for the disk note: written in place, it needs no new block
+
+
+def reserve_note(path: Path) -> None:
+    """Allocate the disk note's blocks while there is space (at accept), so a disk that later
+    fills can still be told about: `runspec status` reads it when the record cannot be saved."""
+    if not path.exists():
+        write_bytes(path, b" " * NOTE_SIZE, mode=0o600)
+
+
+def write_note(path: Path, note: dict[str, Any] | None) -> None:
+    data = json.dumps(note or {}).encode()[:NOTE_SIZE].ljust(NOTE_SIZE, b" ")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)  # no O_TRUNC: the blocks stay ours
+    except OSError:
+        return
+    try:
+        os.pwrite(fd, data, 0)
+    except OSError as exc:
+        log.warning("cannot write the disk note %s: %s", path, exc)
+    finally:
+        os.close(fd)
+
+
+def read_note(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_bytes().strip() or b"{}")
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data else None
 
 
 class OwnedElsewhere(UsageError):
@@ -99,6 +136,7 @@ class RunOwner:
         self.store = store
         self.record = record
         self.clock = clock
+        self.note = store.layout.run_paths(record.name).disk_note
         self._lock = threading.RLock()
         self._unsaved = False
         # Told when a save fails for want of space, or works again (the run's progress line).
@@ -122,24 +160,25 @@ class RunOwner:
                     raise
                 self._no_space(exc)
                 return False
-            if self._unsaved or self.record.disk_full is not None:
-                self._unsaved = False
-                if self.record.disk_full is not None:
-                    self.on_disk_full("space is back: the record is saved again")
-                    self.record.disk_full = None
-                    self.store.save(self.record)
+            if self._unsaved and self.record.disk_full is not None:
+                self.on_disk_full("space is back: the record is saved again")
+                self.record.disk_full = None
+                write_note(self.note, None)
+                self.store.save(self.record)
+            self._unsaved = False
             return True
 
     def _no_space(self, exc: OSError) -> None:
         path = self.store.path(self.name)
         if self.record.disk_full is None:
-            free = _free_bytes(str(path.parent))
+            free = free_bytes(str(path.parent))
             self.record.disk_full = {
                 "path": str(path.parent),
                 "needed": "a few kilobytes for the run's record",
                 "free": free,
                 "since": utc_iso(self.clock.time()),
             }
+            write_note(self.note, self.record.disk_full)
             log.warning("%s: cannot save the record: %s", self.name, exc)
             self.on_disk_full(
                 f"DISK FULL: cannot save the run's record in {path.parent} ({exc.strerror}); "
@@ -154,10 +193,11 @@ class RunOwner:
             self.record.disk_full = {
                 "path": path,
                 "needed": needed,
-                "free": _free_bytes(path),
+                "free": free_bytes(path),
                 "since": utc_iso(self.clock.time()),
                 "what": what,
             }
+            write_note(self.note, self.record.disk_full)
             if first:
                 self.on_disk_full(f"DISK FULL: {what}")
             self.save()
@@ -166,6 +206,7 @@ class RunOwner:
         with self._lock:
             if self.record.disk_full is not None:
                 self.record.disk_full = None
+                write_note(self.note, None)
                 self.on_disk_full("space is back")
                 self.save()
 
@@ -206,8 +247,30 @@ class RunOwner:
             self.save()
 
 
-def _free_bytes(path: str) -> int | None:
+def free_bytes(path: str | Path) -> int | None:
     try:
         return shutil.disk_usage(path).free
     except OSError:
         return None
+
+
+def wait_for_space(
+    where: Path,
+    needed: int,
+    owner: RunOwner,
+    clock: Clock,
+    tick: float,
+    give_up: Callable[[], bool],
+) -> bool:
+    """Wait until `where`'s disk has `needed` bytes free (True), or `give_up` says to stop
+    waiting (False). Looks every SPACE_POLL_S, answers `give_up` every tick."""
+    next_look = clock.monotonic()
+    while not give_up():
+        if clock.monotonic() >= next_look:
+            free = free_bytes(where)
+            if free is not None and free >= needed:
+                owner.clear_disk_full()
+                return True
+            next_look = clock.monotonic() + SPACE_POLL_S
+        clock.sleep(tick)
+    return False

@@ -187,6 +187,10 @@ class RunPaths:
         return self.job_dir / "record.json"
 
     @property
+    def disk_note(self) -> Path:
+        return self.job_dir / "disk.json"
+
+    @property
     def owner_lock(self) -> Path:
         return self.job_dir / "owner.lock"
 

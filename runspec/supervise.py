@@ -8,7 +8,6 @@ budget hang off the epoch boundaries the marker reports.
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from runspec.control import TrainJob
 from runspec.launcher import TrainerHandle, start
 from runspec.model import Spec
 from runspec.observer import observe
-from runspec.owner import RunOwner
+from runspec.owner import RunOwner, free_bytes, wait_for_space
 from runspec.paths import ENV_FILE, RunPaths
 from runspec.requests import RunRequests
 from runspec.state import PushRecord, RunRecord, RunStatus, Termination
@@ -64,7 +63,6 @@ class RunParts:
         return parse_utc_iso(self.record.deadline)
 
 
-SPACE_POLL_S = 30.0  # how often a trainer waiting for disk space looks again
 SPACE_FLOOR = 50_000_000  # bytes: room for a small checkpoint even before one was written
 
 
@@ -312,13 +310,21 @@ class Supervisor:
             why = self.stopping or REASONS.get(result.reason or "", Termination.INTERRUPTED)
             self._end(why, f"training stopped at epoch {self.last_epoch} ({why.value})")
             return None
-        if result is not None and result.outcome == "failed" and _no_space(result.reason):
+        out_of_space = result is not None and _no_space(result.reason) and not done
+        if result is not None and result.outcome in ("failed", "killed") and not done:
+            # A trainer that died on a full disk may not even have said so (its result.json
+            # needs space too): what the disk says now decides.
+            out_of_space = out_of_space or self._disk_full_now()
+        if out_of_space and self.stopping is None:
             # A full disk is a state, not a failure: wait for space, then resume.
             if self._wait_for_space():
                 self.lc.say("space is back: resuming the trainer")
                 return self._launch(resume_from=newest_intact_checkpoint(self.paths.run_dir))
             if self.requests.detached.is_set():
                 return None  # still waiting for space; whoever drives it next goes on waiting
+        if result is not None and result.outcome == "failed" and done and _no_space(result.reason):
+            self._end(Termination.COMPLETED, "training completed (its last writes met a full disk)")
+            return None
         if result is not None and result.outcome == "failed":
             # LibreYOLO raised: retrying would raise again.
             message = result.reason or f"{result.error_type}: {result.error_message}"
@@ -352,33 +358,41 @@ class Supervisor:
         )
         return self._launch(resume_from=checkpoint)
 
+    def _space_needed(self) -> int:
+        """Room for one more checkpoint and its staged copy."""
+        try:
+            one = (self.paths.run_dir / "weights" / "last.pt").stat().st_size
+        except OSError:
+            one = 0
+        return 2 * max(one, SPACE_FLOOR)
+
+    def _disk_full_now(self) -> bool:
+        free = free_bytes(self.paths.run_dir)
+        return free is not None and free < self._space_needed() // 2
+
     def _wait_for_space(self) -> bool:
         """Until the run folder's disk has room for a checkpoint and its staged copy again:
         True then; False when the run must move on (the budget's end, a stop, a detach)."""
-        last = self.paths.run_dir / "weights" / "last.pt"
-        try:
-            one = last.stat().st_size
-        except OSError:
-            one = SPACE_FLOOR
-        needed = 2 * max(one, SPACE_FLOOR)
-        where = str(self.paths.run_dir)
+        where = self.paths.run_dir
+
+        def give_up() -> bool:
+            requests = self.requests
+            return (
+                requests.detached.is_set()
+                or requests.cancelled.is_set()
+                or requests.interrupted.is_set()
+                or self.stopping is not None
+                or self._past_point_of_no_return()
+            )
+
+        needed = self._space_needed()
         self.owner.note_disk_full(
-            where, needed, f"the trainer ran out of space in {where}; waiting for space"
+            str(where),
+            needed,
+            f"the trainer ran out of space in {where}; waiting for {needed / 1e6:.0f} MB free "
+            "to resume it",
         )
-        while not (self.requests.detached.is_set() or self.requests.cancelled.is_set()):
-            if self.stopping is not None or self.requests.interrupted.is_set():
-                return False
-            if self._past_point_of_no_return():
-                return False
-            try:
-                free = shutil.disk_usage(where).free
-            except OSError:
-                free = 0
-            if free >= needed:
-                self.owner.clear_disk_full()
-                return True
-            self.clock.sleep(SPACE_POLL_S)
-        return False
+        return wait_for_space(where, needed, self.owner, self.clock, self.lc.options.tick, give_up)
 
     def _end(self, termination: Termination, reason: str) -> None:
         self.lc.say(reason)

@@ -12,7 +12,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -60,6 +60,7 @@ class Route:
     pattern: re.Pattern[str]
     answers: list[Answer]
     hits: int = 0
+    decide: Callable[[], Answer] | None = None  # computes each answer (called unlocked)
 
     def next(self) -> Answer:
         answer = self.answers[min(self.hits, len(self.answers) - 1)]
@@ -80,12 +81,22 @@ class StandIn:
             self.routes.insert(0, route)  # a later route overrides an earlier one
         return route
 
+    def answer_with(self, method: str, path_regex: str, decide: Callable[[], Answer]) -> Route:
+        """A route whose every answer `decide` computes when the request arrives."""
+        route = self.on(method, path_regex)
+        route.decide = decide
+        return route
+
     def find(self, method: str, path: str) -> Answer:
         with self.lock:
-            for route in self.routes:
-                if route.method == method and route.pattern.match(path):
-                    return route.next()
-        return Answer(404, {"error": f"no route for {method} {path}"})
+            route = next(
+                (r for r in self.routes if r.method == method and r.pattern.match(path)), None
+            )
+            if route is None:
+                return Answer(404, {"error": f"no route for {method} {path}"})
+            if route.decide is None:
+                return route.next()
+        return route.decide()
 
     def made(self, method: str | None = None, path_regex: str | None = None) -> list[Recorded]:
         with self.lock:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from runspec.accept import accept
+from runspec.checkpoints import newest_intact_checkpoint
 from runspec.lifecycle import Lifecycle, LifecycleOptions
 from runspec.loader import load_spec
 from runspec.paths import RunPaths
@@ -95,11 +96,14 @@ def test_an_epoch_past_the_point_of_no_return_is_cut_and_the_staged_checkpoint_p
     assert record.termination is not None and record.termination.value == "budget"
     assert any("point" in line or "reserve" in line for line in lines), lines
     assert record.last_push is not None and record.last_push.final
-    # What went out is the staged copy of the newest complete checkpoint, whole.
-    pushed = tmp_path / "volume" / "cut" / "weights" / "last.pt"
-    staged = state / "jobs" / "cut" / "staged" / "weights" / "last.pt"
+    # What went out is the newest complete checkpoint, whole. (With sub-second epochs the cut
+    # can land while last.pt is being rewritten: then it is epoch_N.pt.)
+    run_dir = state / "runs" / "cut"
+    newest = newest_intact_checkpoint(run_dir)
+    assert newest is not None
+    pushed = tmp_path / "volume" / "cut" / newest.relative_to(run_dir)
     digest = hashlib.sha256(pushed.read_bytes()).hexdigest()
-    assert digest == hashlib.sha256(staged.read_bytes()).hexdigest()
+    assert digest == hashlib.sha256(newest.read_bytes()).hexdigest()
     assert record.ended_at is not None and record.deadline is not None
     assert record.ended_at <= record.deadline
 

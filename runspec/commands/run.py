@@ -48,9 +48,10 @@ def run(args: argparse.Namespace) -> int:
         # With --json, stdout holds only the final JSON; progress goes to stderr.
         out = sys.stderr if as_json else sys.stdout
 
-        def progress(line: str) -> None:
+        def progress(text: str) -> None:
             # Lines quote spec values (paths, reasons): shown, never acted on by a terminal.
-            print(printable(line), file=out, flush=True)
+            for line in text.splitlines() or [""]:
+                print(printable(line), file=out, flush=True)
 
         lifecycle = Lifecycle(
             spec,

@@ -32,14 +32,26 @@ def idle_finish() -> None:
 
 
 def make_scheduler(db: Path) -> Any:
+    from apscheduler.jobstores.memory import MemoryJobStore
     from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
     from apscheduler.schedulers.background import BackgroundScheduler
 
+    # Only what must survive a restart (the idle finish's time) goes to SQLite: the rescan
+    # rewrites its store every 30 s, and on a full disk that write killed the scheduler.
     return BackgroundScheduler(
-        jobstores={"default": SQLAlchemyJobStore(url=f"sqlite:///{db}")},
+        jobstores={
+            "default": SQLAlchemyJobStore(url=f"sqlite:///{db}"),
+            "memory": MemoryJobStore(),
+        },
         timezone="UTC",
         daemon=True,
     )
+
+
+def alive(scheduler: Any) -> bool:
+    """The scheduler's thread still runs (a job store that raised can end it)."""
+    thread = getattr(scheduler, "_thread", None)
+    return thread is None or thread.is_alive()
 
 
 def register(scheduler: Any, rescan_every: float) -> None:
@@ -49,6 +61,7 @@ def register(scheduler: Any, rescan_every: float) -> None:
         "interval",
         seconds=rescan_every,
         id=RESCAN_ID,
+        jobstore="memory",
         replace_existing=True,
         max_instances=1,
         coalesce=True,

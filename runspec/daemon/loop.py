@@ -97,14 +97,32 @@ class Daemon:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
         signal.signal(signal.SIGHUP, self._on_hup)
-        self.scheduler = jobs.make_scheduler(self.layout.scheduler_db)
-        jobs.register(self.scheduler, self.cfg.rescan_every)
-        self.scheduler.start()
-        self.runs.scheduler = self.scheduler
+        self._start_scheduler()
         self._report(self.inbox.recover_claimed())
         self.inbox.start()
         log.info("runspecd watching %s (state %s)", self.cfg.inbox, self.cfg.state)
         self.notifier.ready(self.status_text())
+
+    def _start_scheduler(self) -> None:
+        self.scheduler = jobs.make_scheduler(self.layout.scheduler_db)
+        jobs.register(self.scheduler, self.cfg.rescan_every)
+        self.scheduler.start()
+        self.runs.scheduler = self.scheduler
+
+    def _check_scheduler(self) -> None:
+        """A job store that raised (a full disk under SQLite) ends APScheduler's thread: start
+        a new one, so the rescan and the idle finish are never lost for good."""
+        if self.scheduler is None or jobs.alive(self.scheduler):
+            return
+        log.error("the scheduler's thread died (see the traceback above); starting it again")
+        try:
+            self.scheduler.shutdown(wait=False)
+        except Exception:  # it is dead already; only its thread's state is left to clear
+            log.debug("shutting down the dead scheduler", exc_info=True)
+        try:
+            self._start_scheduler()
+        except Exception as exc:  # still no space: the next step tries again
+            log.error("cannot start the scheduler yet: %s", exc)
 
     def close(self) -> None:
         self.inbox.stop()
@@ -152,6 +170,7 @@ class Daemon:
             self._queue_dirty = False
             self._last_refresh = now
             self._queued_count = self.runs.refresh()
+        self._check_scheduler()
         if jobs.IDLE_FINISH_DUE.is_set():
             jobs.IDLE_FINISH_DUE.clear()
             self.runs.idle_finish(bool(self.inbox.pending))

@@ -109,7 +109,10 @@ class RunKeeper:
                 self._broke(record.name, f"cannot start: {exc}")
                 continue
             if self.scheduler is not None:
-                jobs.disarm_idle_finish(self.scheduler)
+                try:
+                    jobs.disarm_idle_finish(self.scheduler)
+                except Exception as exc:  # a full disk under its SQLite store
+                    log.error("cannot disarm the idle finish: %s", exc)
             verb = "resuming" if record.status is not RunStatus.QUEUED else "starting"
             self.progress(f"{verb} {record.name} ({record.status.value})")
             self.worker = Worker(lifecycle, lock)
@@ -129,9 +132,11 @@ class RunKeeper:
         return Lifecycle(spec, paths, self.store, options, clock=self.clock, lock=lock)
 
     def _run_progress(self, name: str) -> Callable[[str], None]:
-        def progress(line: str) -> None:
-            # The lifecycle's progress is what people read: stdout, so the journal too.
-            self.progress(f"{name}: {line}")
+        def progress(text: str) -> None:
+            # The lifecycle's progress is what people read: stdout, so the journal too. Every
+            # line of a block (a preflight report) says which run it is about.
+            for line in text.splitlines() or [""]:
+                self.progress(f"{name}: {line}")
 
         return progress
 
@@ -245,7 +250,12 @@ class RunKeeper:
         if self.cfg.finish.action is FinishAction.NONE:
             return
         at = self.clock.time() + self.cfg.idle_finish
-        jobs.arm_idle_finish(self.scheduler, at)
+        try:
+            jobs.arm_idle_finish(self.scheduler, at)
+        except Exception as exc:  # its store is SQLite: a full disk must not stop the daemon
+            log.error("cannot arm the idle finish: %s", exc)
+            self.progress(f"the idle finish could not be armed ({exc}); nothing ends the machine")
+            return
         log.info("idle finish armed: %s in %s", self.cfg.finish.action.value,
                  human_duration(self.cfg.idle_finish))  # fmt: skip
         self.progress(

@@ -100,6 +100,7 @@ class Pusher:
         self._last_verified: float | None = None  # monotonic
         self._started = clock.monotonic()  # the schedule counts from here until a push
         self._last_scheduled: float | None = None  # monotonic
+        self._noted_full = False  # the last failure was a full disk, said to the owner
         self._failures = 0
         self._retry_at: float | None = None  # monotonic
         self._sent_bytes = 0
@@ -267,7 +268,7 @@ class Pusher:
             return None
         started = self.clock.monotonic()
         try:
-            staged = self.stager.stage(final, complete)
+            return self._stage_and_send(final, always, complete, started)
         except OSError as exc:
             if not is_no_space(exc):
                 raise
@@ -277,7 +278,13 @@ class Pusher:
                 f"(about {format_bytes(pending)} to stage)"
             )
             self.owner.note_disk_full(str(self.stager.dir), pending, what)
+            self._noted_full = True
             raise PushFailed(f"push NOT possible: {what}") from exc
+
+    def _stage_and_send(
+        self, final: bool, always: bool, complete: list[CheckpointFile], started: float
+    ) -> PushRecord | None:
+        staged = self.stager.stage(final, complete)
         verified = self._verified_entries()
         uploads = [s for s in staged if verified.get(s.entry.path) != s.entry]
         if not uploads and not always:
@@ -342,6 +349,9 @@ class Pusher:
             final=manifest.final,
         )
         self.owner.pushed(pushed)
+        if self._noted_full:
+            self._noted_full = False
+            self.owner.clear_disk_full()
         self.stager.release(manifest.by_path())
         at = f" (commit {commit[:10]})" if commit else ""
         what = f"epoch {manifest.epoch}" if manifest.epoch is not None else "run files"

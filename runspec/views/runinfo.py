@@ -12,7 +12,7 @@ from typing import Any
 from runspec.clock import human_duration, parse_utc_iso
 from runspec.cost import run_cost
 from runspec.errors import RunspecError
-from runspec.owner import run_holder
+from runspec.owner import read_note, run_holder
 from runspec.paths import RunPaths, StateLayout
 from runspec.state import Damaged, RunRecord, RunStatus
 
@@ -100,7 +100,8 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
             else None
         ),
         "push_error": record.push_error,
-        "disk_full": record.disk_full,
+        # The note when the disk is too full for the record itself to be saved.
+        "disk_full": read_note(paths.disk_note) or record.disk_full,
         "low_space": _low_space(paths) if live else None,
         "driven_by": str(owner) if owner is not None else None,
         "budget_left_seconds": budget_left,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,42 @@ def test_system_shutdown_mid_run_pushes_the_newest_checkpoint_first(
     data = json.loads(record.read_text())
     assert data["last_push"] is not None and data["last_push"]["epoch"] >= 2
     assert (state / "pushed/preempted/weights/last.pt").is_file()
+
+
+def test_system_shutdown_while_not_training_does_not_wait_for_a_push(
+    runspecd_container: Installed,
+) -> None:
+    """Asked to push at shutdown while its run is still staging, the daemon is answered at
+    once that there is nothing to push: the machine stops in seconds, not after the 4-minute
+    shutdown push timeout."""
+    c = runspecd_container.container
+    state = runspecd_container.state
+    spec = (
+        "runspec: 1\nname: staging\n"
+        # Thousands of generated images: staging takes a while.
+        "dataset:\n  synthetic: {train: 6000, val: 4, imgsz: 256, classes: 3, seed: 0}\n"
+        "train:\n  model: yolo9-t\n  epochs: 2\n  batch: 4\n  imgsz: 32\n  device: cpu\n"
+        "push:\n  dir: pushed\n"
+        "budget:\n  wall_clock: 15m\n"
+        "preflight: {matmul: false, collective: false, doctor: false, disk: 600MB}\n"
+    )
+    c.sh("systemctl start runspecd")
+    tmp = runspecd_container.inbox / ".staging.yaml.tmp"
+    tmp.write_text(spec)
+    os.replace(tmp, runspecd_container.inbox / "staging.yaml")
+    record = state / "jobs/staging/record.json"
+
+    def status() -> str:
+        try:
+            return str(json.loads(record.read_text()).get("status"))
+        except (FileNotFoundError, ValueError):
+            return ""
+
+    wait_until(lambda: status() == "staging", timeout=120, what="the staging phase")
+    started = time.monotonic()
+    c.poweroff_inside()
+    assert c.wait_exit(timeout=600) == 0
+    took = time.monotonic() - started
+    journal = c.journal_text()
+    assert "the run is not training: nothing new to push" in journal, journal[-3000:]
+    assert took < 90, f"the shutdown took {took:.0f} s: {journal[-3000:]}"

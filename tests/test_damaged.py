@@ -1,0 +1,84 @@
+"""A damaged record never stops the daemon: that run is set aside (the file kept beside it, the
+reason in `runspec status`), the other runs go on, and no machine-ending finish is applied while
+it is there."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from runspec.accept import accept
+from runspec.clock import SYSTEM
+from runspec.loader import load_spec_text
+from tests.fixtures_daemon import DaemonProc, spec_text
+from tests.fixtures_providers import StandIn, vast_answers_stopped
+
+EIGHT_BYTES = b"\x8f\x01\xff\xfe\x00\x13\x88\x9a"
+
+
+def test_a_damaged_record_is_set_aside_and_blocks_the_machines_end(
+    make_daemon: Any, standin: StandIn, provider_env: dict[str, str]
+) -> None:
+    vast_answers_stopped(standin)
+    daemon: DaemonProc = make_daemon()
+    ends = "finish:\n  action: destroy\n  provider: vast\npush:\n  dir: pushed\n"
+    for name in ("broken", "fine"):
+        text = spec_text(name).replace("finish:\n  action: none\n", ends)
+        accept(load_spec_text(text, f"{name}.yaml"), daemon.state, None, SYSTEM)
+    record = daemon.state / "jobs" / "broken" / "record.json"
+    with record.open("r+b") as fh:  # eight random bytes into the middle of it
+        fh.seek(40)
+        fh.write(EIGHT_BYTES)
+    env = {**provider_env, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": "vast-key-damaged"}
+    daemon.start("--once", env=env)
+    assert daemon.wait() == 0, daemon.output
+    assert "broken: its record is damaged" in daemon.output
+    kept = list(record.parent.glob("record.damaged-*.json"))
+    assert len(kept) == 1 and EIGHT_BYTES in kept[0].read_bytes()  # kept, not overwritten
+    fine = json.loads((daemon.state / "jobs" / "fine" / "record.json").read_text())
+    assert fine["status"] == "finished"  # the other run went on
+    assert standin.made("DELETE") == [] and standin.made("PUT") == []
+    assert "run broken is damaged" in fine["finish"]["why"]
+
+    status = subprocess.run(
+        [sys.executable, "-m", "runspec", "status", "--state", str(daemon.state)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert status.returncode == 0, status.stderr
+    assert "broken  DAMAGED" in status.stdout
+    assert "broken: record damaged (" in status.stdout and "runspec rm broken" in status.stdout
+    # A daemon started again finds the same: no crash loop, nothing applied.
+    again: DaemonProc = make_daemon()
+    again.start("--once", env=env)
+    assert again.wait() == 0, again.output
+    assert standin.made("DELETE") == [] and standin.made("PUT") == []
+
+
+def test_status_and_cancel_answer_with_a_damaged_record_and_no_daemon(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    accept(load_spec_text(spec_text("torn"), "torn.yaml"), state, None, SYSTEM)
+    (state / "jobs" / "torn" / "record.json").write_text('{"name": "torn", "status": "trai')
+    out = subprocess.run(
+        [sys.executable, "-m", "runspec", "status", "--json", "--state", str(state)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    (row,) = json.loads(out.stdout)
+    assert row["name"] == "torn" and row["status"] == "damaged"
+    cancel = subprocess.run(
+        [sys.executable, "-m", "runspec", "cancel", "torn", "--state", str(state)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert cancel.returncode == 1 and "its record is damaged" in cancel.stderr

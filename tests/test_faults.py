@@ -1,0 +1,159 @@
+"""A seeded fault test: the daemon killed at random points of every phase of three real runs with
+different finishes, and the promises checked after each kill and at the end.
+
+- no destroy while any run's newest complete checkpoint is unverified (judged from the disk at
+  the moment the provider sees the DELETE);
+- every run reaches a final state (or is resumed by the next daemon);
+- the machine's end is requested at most once, and a command finish runs at most once;
+- never a second trainer for a run (sampled all along, from the process table).
+
+The seed is printed on failure; `RUNSPEC_FAULT_SEED=N` replays one. The vast.ai stand-in
+confirms a stop or a destroy only after a few polls, so kills also land mid-confirmation.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import yaml
+
+from runspec.loader import load_spec
+from runspec.paths import StateLayout
+from runspec.state import RecordStore, RunStatus
+from runspec.verdict import run_safety
+from tests.fixtures_daemon import DaemonProc, drop
+from tests.fixtures_providers import Answer, StandIn
+from tests.fixtures_run import base_spec, merge
+
+pytestmark = pytest.mark.training
+
+SEED = int(os.environ.get("RUNSPEC_FAULT_SEED", "20261130"))
+KILLS = 6
+INSTANCE = "/api/v0/instances/4242/"
+CONFIRM_POLLS = 2  # GETs that still read running after the request: a window for a kill
+
+
+def spec_yaml(name: str, epochs: int, **sections: Any) -> str:
+    doc = merge(base_spec(name, epochs), sections)
+    doc["preflight"] = {"doctor": False, "disk": "600MB"}
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+class Machine:
+    """The vast.ai stand-in's one instance, and what the test saw happen to it."""
+
+    def __init__(self, standin: StandIn, state: Path) -> None:
+        self.standin = standin
+        self.state = state
+        self.violations: list[str] = []
+        standin.on("PUT", INSTANCE, Answer(200, {"success": True}))
+        standin.answer_with("DELETE", INSTANCE, self._delete)
+        standin.answer_with("GET", INSTANCE, self._state)
+
+    def _delete(self) -> Answer:
+        # The moment a destroy arrives: every run's newest weights must be verified elsewhere.
+        layout = StateLayout(self.state)
+        for record in RecordStore(self.state).all():
+            paths = layout.run_paths(record.name)
+            safety = run_safety(paths, load_spec(paths.spec_file), record)
+            if record.status is not RunStatus.QUEUED and not safety.safe:
+                self.violations.append(f"DELETE while {safety.why}")
+        return Answer(200, {"success": True})
+
+    def _state(self) -> Answer:
+        asked = [r for r in self.standin.made() if r.method in ("PUT", "DELETE")]
+        polls = len(self.standin.made("GET"))
+        if not asked or polls < CONFIRM_POLLS:
+            return Answer(200, {"instances": {"actual_status": "running"}})
+        if asked[0].method == "DELETE":
+            return Answer(404, {"error": "gone"})
+        return Answer(200, {"instances": {"actual_status": "stopped"}})
+
+
+class TrainerCensus(threading.Thread):
+    """The most trainers ever seen at once for each run (from their command lines)."""
+
+    def __init__(self, state: Path) -> None:
+        super().__init__(daemon=True)
+        self.jobs = str(state / "jobs")
+        self.most: Counter[str] = Counter()
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.2):
+            seen: Counter[str] = Counter()
+            for proc in psutil.process_iter(["cmdline"]):
+                cmdline = proc.info.get("cmdline") or []
+                if "runspec.trainer" in cmdline:
+                    job = next((a for a in cmdline if a.startswith(self.jobs)), "")
+                    seen[job] += 1
+            for job, count in seen.items():
+                self.most[job] = max(self.most[job], count)
+
+
+@pytest.mark.timeout(900)
+def test_random_daemon_kills_keep_every_promise(
+    make_daemon: Any, standin: StandIn, provider_env: dict[str, str], tmp_path: Path
+) -> None:
+    rng = random.Random(SEED)
+    marker = tmp_path / "command-finish"
+    volume = {"dir": str(tmp_path / "volume")}
+    first: DaemonProc = make_daemon()
+    machine = Machine(standin, first.state)
+    specs = {
+        "a-destroy": spec_yaml(
+            "a-destroy", 3, push=volume, finish={"action": "destroy", "provider": "vast"}
+        ),
+        "b-command": spec_yaml(
+            "b-command",
+            2,
+            push=volume,
+            finish={"action": "command", "command": ["sh", "-c", f"echo ran >> {marker}"]},
+        ),
+        # Without a push its weights stay on this disk: then the end must be a stop.
+        "c-local": spec_yaml("c-local", 2, **({"push": volume} if rng.random() < 0.5 else {})),
+    }
+    for name, text in specs.items():
+        drop(first.inbox, f"{name}.yaml", text)
+    env = {**provider_env, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": "vast-key-faults"}
+    census = TrainerCensus(first.state)
+    census.start()
+    kills: list[str] = []
+    daemon = first
+    try:
+        for _ in range(KILLS):
+            daemon.start(env=env)
+            daemon.wait_ready()
+            time.sleep(rng.uniform(0.3, 6.0))
+            how = signal.SIGKILL if rng.random() < 0.7 else signal.SIGTERM
+            phases = {n: (daemon.record(n) or {}).get("status") for n in specs}
+            kills.append(f"{how.name} with {phases}")
+            daemon.signal(how)
+            daemon.wait(timeout=120)
+            daemon = make_daemon()
+        daemon.start("--once", env=env)
+        assert daemon.wait(timeout=600) == 0, daemon.output
+    finally:
+        census.done.set()
+        census.join(timeout=5)
+    said = f"seed {SEED}; kills: {kills}"
+    for name in specs:
+        record = daemon.record(name) or {}
+        assert record.get("status") == "finished", f"{name} stuck at {record.get('status')}; {said}"
+    assert machine.violations == [], said
+    ends = [r.method for r in standin.made() if r.method in ("PUT", "DELETE")]
+    assert len(ends) == 1, f"the machine's end was requested {ends}; {said}"
+    if "push" not in yaml.safe_load(specs["c-local"]):
+        assert ends == ["PUT"], f"unverified weights, yet {ends}; {said}"
+    runs = marker.read_text().splitlines() if marker.exists() else []
+    assert len(runs) <= 1, f"the command finish ran {len(runs)} times; {said}"
+    assert max(census.most.values(), default=0) <= 1, f"two trainers: {census.most}; {said}"
