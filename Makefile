@@ -6,6 +6,9 @@ BIN := $(VENV)/bin
 # the CI machines' disk). Install torch first, as the LibreYOLO docs say, then the rest.
 TORCH_PIN := torch==2.14.1 torchvision==0.29.1
 PYTEST_ARGS ?=
+# Most tests wait on real processes (training, a daemon, a booted systemd), not on the CPU:
+# three workers keep the suite well inside CI's 15 minutes on two cores.
+PYTEST_WORKERS ?= 3
 
 .PHONY: demo test lint typecheck pytest bench gpu-check clean install venv
 
@@ -35,7 +38,7 @@ typecheck: $(BIN)/.installed
 	$(BIN)/mypy
 
 pytest: $(BIN)/.installed
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 test: lint typecheck pytest
 

@@ -77,9 +77,16 @@ class Daemon:
     # -- flags (signal handlers only set these) ------------------------------------------
     def _on_term(self, signum: int, frame: FrameType | None) -> None:
         self._term = True
+        self._wake()
 
     def _on_hup(self, signum: int, frame: FrameType | None) -> None:
         self._hup = True
+        self._wake()
+
+    def _wake(self) -> None:
+        # The loop blocks on the inbox's queue: a token wakes it now, not a tick later
+        # (SimpleQueue.put is safe in a signal handler; the inbox ignores the empty name).
+        self.inbox.events.put(("wake", ""))
 
     # -- start and stop -------------------------------------------------------------------
     def check_permissions(self) -> None:
