@@ -27,18 +27,13 @@ class NameTaken(RunspecError):
     pass
 
 
-def accept(
-    spec: Spec,
-    state_dir: Path,
-    provenance: dict[str, Any] | None = None,
-    clock: Clock = SYSTEM,
-    *,
-    runs: Path | None = None,
-    data: Path | None = None,
-) -> RunRecord:
-    """Queue a spec: returns its record, new or (same spec, unfinished) the existing one."""
-    state_dir = state_dir.absolute()
-    store = RecordStore(state_dir, clock)
+def check_name(
+    spec: Spec, state_dir: Path, *, runs: Path | None = None, data: Path | None = None
+) -> RunRecord | None:
+    """The run to resume under this name (same spec, unfinished), None for a new run; raises
+    NameTaken, saying how to go on, when the name belongs to another run. `runspec submit`
+    asks this before the spec ever reaches the inbox."""
+    store = RecordStore(state_dir.absolute())
     try:
         existing = store.load(spec.name)
     except DamagedRecord as exc:
@@ -65,12 +60,31 @@ def accept(
             f"run {spec.name!r} was set aside as damaged; give this run another name, or "
             f"`runspec rm {spec.name}` the old one"
         )
-    paths = RunPaths.decide(spec, state_dir, runs=runs, data=data)
-    if paths.run_dir.exists() and any(paths.run_dir.iterdir()):
+    run_dir = RunPaths.decide(spec, state_dir, runs=runs, data=data).run_dir
+    if run_dir.exists() and any(run_dir.iterdir()):
         raise NameTaken(
-            f"{paths.run_dir} already holds another run's files; "
+            f"{run_dir} already holds another run's files; "
             "give this run another name or move that folder away"
         )
+    return None
+
+
+def accept(
+    spec: Spec,
+    state_dir: Path,
+    provenance: dict[str, Any] | None = None,
+    clock: Clock = SYSTEM,
+    *,
+    runs: Path | None = None,
+    data: Path | None = None,
+) -> RunRecord:
+    """Queue a spec: returns its record, new or (same spec, unfinished) the existing one."""
+    state_dir = state_dir.absolute()
+    existing = check_name(spec, state_dir, runs=runs, data=data)
+    if existing is not None:
+        return existing
+    store = RecordStore(state_dir, clock)
+    paths = RunPaths.decide(spec, state_dir, runs=runs, data=data)
     paths.job_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(paths.job_dir, 0o700)
     paths.save()

@@ -31,6 +31,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("status", "status", "runs, epoch, ETA, best metric, last verified push, budget, cost"),
     ("logs", "logs", "a run's training log (-f follows it)"),
     ("cancel", "cancel", "stop a run at the next epoch boundary, push, keep the machine"),
+    ("rm", "rm", "retire a finished run so its name is free; its weights stay"),
     ("install", "install", "put the systemd unit, folders and default config in place"),
 ]
 

@@ -39,18 +39,21 @@ def git_info(spec_file: Path) -> dict[str, Any] | None:
     if not top:
         return None
     rel = spec_file.absolute().resolve().relative_to(Path(top).resolve()).as_posix()
-    commit = _git(folder, "rev-parse", "HEAD")  # None in a repository without commits
-    status = _git(folder, "status", "--porcelain", "--untracked-files=all")
-    file_status = _git(folder, "status", "--porcelain", "--untracked-files=all", "--", rel)
-    tracked = _git(folder, "ls-files", "--error-unmatch", "--", rel) is not None
+    # Path arguments are relative to the repository's top, so every git call runs there: run
+    # from a subfolder, `ls-files -- specs/x.yaml` would look for specs/specs/x.yaml.
+    root = Path(top)
+    commit = _git(root, "rev-parse", "HEAD")  # None in a repository without commits
+    status = _git(root, "status", "--porcelain", "--untracked-files=all")
+    file_status = _git(root, "status", "--porcelain", "--untracked-files=all", "--", rel)
+    tracked = _git(root, "ls-files", "--error-unmatch", "--", rel) is not None
     return {
         "commit": commit,
         "path": rel,
         "dirty": bool(status),
         "spec_modified": bool(file_status),
         "spec_tracked": tracked,
-        "remote": _without_credentials(_git(folder, "config", "--get", "remote.origin.url")),
-        "branch": _git(folder, "rev-parse", "--abbrev-ref", "HEAD"),
+        "remote": _without_credentials(_git(root, "config", "--get", "remote.origin.url")),
+        "branch": _git(root, "rev-parse", "--abbrev-ref", "HEAD"),
     }
 
 

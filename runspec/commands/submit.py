@@ -16,6 +16,12 @@ from runspec.errors import Problem
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", type=Path, help="the spec file")
     parser.add_argument("--inbox", type=Path, default=None, help="the daemon's inbox")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="the daemon's config, for where its runs go (default /etc/runspec/runspecd.yaml)",
+    )
     add_state(parser)
     add_format(parser)
 
@@ -32,8 +38,10 @@ def _invalid(args: argparse.Namespace, problems: list[Problem]) -> int:
 def run(args: argparse.Namespace) -> int:
     import json
 
+    from runspec.accept import check_name
     from runspec.atomic import write_bytes
     from runspec.clock import SYSTEM, utc_iso
+    from runspec.daemon.config import load_config
     from runspec.daemon.inbox import provenance_sidecar
     from runspec.errors import SpecInvalid, UsageError
     from runspec.loader import load_spec_text
@@ -62,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
     target = inbox / f"{spec.name}.yaml"
     if target.exists():
         raise UsageError(f"{target} is already waiting in the inbox")
+    # The daemon would refuse a taken name into rejected/ and sit idle: say so now, here.
+    config = load_config(args.config, state=state_dir(args))
+    check_name(spec, config.state, runs=config.runs, data=config.data)
     provenance = describe_submission(args.spec, utc_iso(SYSTEM.time()))
     provenance["sha256"] = spec.sha256
     sidecar = provenance_sidecar(inbox, target.name)
