@@ -110,15 +110,18 @@ def _build_dataset(d: dict[str, Any]) -> DatasetSpec:
     )
 
 
-def _build_push(p: dict[str, Any] | None) -> PushSpec | None:
+def _build_push(p: dict[str, Any] | None, finish: FinishSpec) -> PushSpec | None:
     if p is None:
         return None
     hub = p.get("hub")
+    # A machine that will be destroyed gets its weights read back first, whatever was asked.
+    ends = finish.action in (FinishAction.DESTROY, FinishAction.AUTO)
     return PushSpec(
         hub=HubTarget(hub["repo"], hub.get("private", True)) if hub else None,
         dir=_path(p.get("dir")),
         every=parse_duration(p.get("every", "15m")),
         files=tuple(p["files"]) if "files" in p else DEFAULT_PUSH_FILES,
+        read_back=p.get("verify") == "readback" or ends,
     )
 
 
@@ -147,6 +150,7 @@ def _env_value(value: str | int | float | bool) -> str:
 
 
 def _build(data: dict[str, Any], text: str, digest: str, source: str) -> Spec:
+    finish = _build_finish(data.get("finish", {}))
     b = data["budget"]
     reserve = b.get("reserve", "auto")
     cost = b.get("hourly_cost")
@@ -158,14 +162,14 @@ def _build(data: dict[str, Any], text: str, digest: str, source: str) -> Spec:
         dataset=_build_dataset(data["dataset"]),
         train=_build_train(data["train"]),
         output=OutputSpec(project=_path(data.get("output", {}).get("project"))),
-        push=_build_push(data.get("push")),
+        push=_build_push(data.get("push"), finish),
         budget=BudgetSpec(
             wall_clock=parse_duration(b["wall_clock"]),
             reserve=None if reserve == "auto" else parse_duration(reserve),
             overrun=parse_duration(b.get("overrun", "20m")),
             hourly_cost=None if cost is None else float(cost),
         ),
-        finish=_build_finish(data.get("finish", {})),
+        finish=finish,
         preflight=PreflightSpec(
             matmul=pre.get("matmul", True),
             collective=pre.get("collective", True),

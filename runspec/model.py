@@ -96,6 +96,9 @@ class PushSpec:
     dir: Path | None = None
     every: float = 900.0
     files: tuple[str, ...] = DEFAULT_PUSH_FILES
+    # The final push downloads the final weights again and hashes them ("readback"), or
+    # trusts the target's record of them ("metadata"). The loader resolves the default.
+    read_back: bool = False
 
 
 @dataclass(frozen=True)

@@ -222,6 +222,17 @@ def _finish(data: dict[str, Any]) -> Iterator[Finding]:
             f"finish action {action} needs a push section: a machine is never destroyed "
             "with its weights only on its own disk",
         )
+    push = data.get("push")
+    local = push.get("dir") if isinstance(push, dict) else None
+    relative = isinstance(local, str) and not local.startswith(("/", "~"))
+    if action in ("destroy", "auto") and relative:
+        yield Finding(
+            ("push", "dir"),
+            f"push.dir {local!r} is relative: it lies under the state folder, on this "
+            f"machine's own disk, so finish action {action} would destroy the only copy; "
+            "push to the Hub (push.hub), to a mounted volume (an absolute path), or use "
+            "finish action stop",
+        )
     if action == "auto" and "storage" not in finish:
         yield Finding(
             ("finish", "action"),

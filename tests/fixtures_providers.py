@@ -121,6 +121,43 @@ def vast_answers_stopped(standin: StandIn, instance: str = "4242") -> None:
     )
 
 
+class VastInstance:
+    """vast.ai's API for one instance that reads running until a stop or a destroy was asked
+    for, then (after `confirm_polls` more reads) stopped or gone. `on_delete` runs when the
+    DELETE arrives (a test checks the machine's state at that very moment)."""
+
+    PATH = r"/api/v0/instances/4242/"
+
+    def __init__(
+        self,
+        standin: StandIn,
+        confirm_polls: int = 0,
+        on_delete: Callable[[], None] | None = None,
+    ) -> None:
+        self.standin = standin
+        self.confirm_polls = confirm_polls
+        self.on_delete = on_delete
+        self._polls_after = 0
+        standin.on("PUT", self.PATH, Answer(200, {"success": True}))
+        standin.answer_with("DELETE", self.PATH, self._delete)
+        standin.answer_with("GET", self.PATH, self._state)
+
+    def _delete(self) -> Answer:
+        if self.on_delete is not None:
+            self.on_delete()
+        return Answer(200, {"success": True})
+
+    def _state(self) -> Answer:
+        asked = [r.method for r in self.standin.made() if r.method in ("PUT", "DELETE")]
+        if asked:
+            self._polls_after += 1
+        if not asked or self._polls_after <= self.confirm_polls:
+            return Answer(200, {"instances": {"actual_status": "running"}})
+        if asked[0] == "DELETE":
+            return Answer(404, {"error": "no such instance"})
+        return Answer(200, {"instances": {"actual_status": "stopped"}})
+
+
 def _handler(stand_in: StandIn) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def _serve(self) -> None:

@@ -143,14 +143,17 @@ def wait_until(
 def make_run(tmp_path: Path) -> Iterator[MakeRun]:
     runs: list[FakeRun] = []
 
-    def build(target: str = "hub", name: str = "run1", every: str = "1h") -> FakeRun:
+    def build(
+        target: str = "hub", name: str = "run1", every: str = "1h", verify: str = "metadata"
+    ) -> FakeRun:
         state = tmp_path / "state"
         lines = {
             "hub": f"  hub: {{repo: me/{name}, private: true}}",
             "dir": "  dir: pushed",
         }
         spec_file = tmp_path / f"{name}.yaml"
-        spec_file.write_text(SPEC.format(name=name, target=lines[target], every=every))
+        target_lines = f"{lines[target]}\n  verify: {verify}"
+        spec_file.write_text(SPEC.format(name=name, target=target_lines, every=every))
         spec = load_spec(spec_file)
         clock = ManualClock()
         record = accept(spec, state, provenance={"test": True}, clock=clock)

@@ -104,6 +104,8 @@ class Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str, path: str) -> tuple[str, Callable[[], None]]:
         if path == "/api/agent-harnesses":
             return "agent", lambda: self._json(404, {"error": "not found"})
+        if method == "GET" and path == "/api/whoami-v2":
+            return "whoami", lambda: self._json(200, self.hub.whoami)
         if method == "POST" and path == "/api/repos/create":
             return "create_repo", self._create_repo
         if m := _LFS_PUT.match(path):
@@ -392,6 +394,12 @@ class Handler(BaseHTTPRequestHandler):
         assert entry.sha256 is not None
         with self.hub.lfs_path(entry.sha256).open("rb") as fh:
             fh.seek(start)
+            if self.hub.corrupt:
+                # Storage rot: the same size, one flipped byte; paths-info still tells the truth.
+                first = bytearray(fh.read(CHUNK))
+                if first:
+                    first[len(first) // 2] ^= 0xFF
+                self.wfile.write(bytes(first))
             shutil.copyfileobj(fh, self.wfile, CHUNK)
 
 

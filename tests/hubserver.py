@@ -38,6 +38,14 @@ class HubServer:
         self.log: list[Request] = []
         self.lfs_bytes_received = 0
         self._faults: dict[str, list[Fault]] = {}
+        # LFS downloads serve one byte flipped while the metadata stays right (a rotten store).
+        self.corrupt = False
+        # What /api/whoami-v2 says of the token (a test makes it read-only, or another user).
+        self.whoami: dict[str, object] = {
+            "name": "me",
+            "orgs": [{"name": "org"}],
+            "auth": {"accessToken": {"role": "write"}},
+        }
         self._lies: set[str] = set()
         self._lie_all = False
         self._down = False

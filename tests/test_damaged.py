@@ -15,16 +15,17 @@ from runspec.clock import SYSTEM
 from runspec.loader import load_spec_text
 from tests.fixtures_daemon import DaemonProc, spec_text
 from tests.fixtures_providers import StandIn, vast_answers_stopped
+from tests.hubserver import HubServer
 
 EIGHT_BYTES = b"\x8f\x01\xff\xfe\x00\x13\x88\x9a"
 
 
 def test_a_damaged_record_is_set_aside_and_blocks_the_machines_end(
-    make_daemon: Any, standin: StandIn, provider_env: dict[str, str]
+    make_daemon: Any, hub_server: HubServer, standin: StandIn, provider_env: dict[str, str]
 ) -> None:
     vast_answers_stopped(standin)
     daemon: DaemonProc = make_daemon()
-    ends = "finish:\n  action: destroy\n  provider: vast\npush:\n  dir: pushed\n"
+    ends = "finish:\n  action: destroy\n  provider: vast\npush:\n  hub: {repo: me/damaged}\n"
     for name in ("broken", "fine"):
         text = spec_text(name).replace("finish:\n  action: none\n", ends)
         accept(load_spec_text(text, f"{name}.yaml"), daemon.state, None, SYSTEM)

@@ -20,13 +20,12 @@ import yaml
 
 from tests.fixtures_daemon import DaemonProc, drop, wait_until
 from tests.fixtures_disk import SmallFs, fill
-from tests.fixtures_providers import Answer, StandIn
+from tests.fixtures_providers import StandIn, VastInstance
 from tests.fixtures_run import base_spec, merge
 
 pytestmark = pytest.mark.training
 
 BOUND = 400.0
-INSTANCE = "/api/v0/instances/4242/"
 
 
 def spec_yaml(name: str, epochs: int, volume: Path, **sections: Any) -> str:
@@ -38,9 +37,7 @@ def spec_yaml(name: str, epochs: int, volume: Path, **sections: Any) -> str:
 
 
 def vast(standin: StandIn, provider_env: dict[str, str]) -> dict[str, str]:
-    standin.on("DELETE", INSTANCE, Answer(200, {"success": True}))
-    standin.on("PUT", INSTANCE, Answer(200, {"success": True}))
-    standin.on("GET", INSTANCE, Answer(404, {"error": "gone"}))
+    VastInstance(standin)
     return {**provider_env, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": "vast-key-disk"}
 
 

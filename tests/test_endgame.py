@@ -1,7 +1,7 @@
 """The machine's end through a real daemon and a vast.ai stand-in that confirms a stop slowly.
 
-Run A (pushes to a folder, finish destroy) and run B (no push: its weights exist only on this
-disk, finish none) are queued together, so A's destroy waits for B, and then falls back to A's
+Run A (pushes to the local Hub stand-in, finish destroy) and run B (no push: its weights exist
+only on this disk, finish none) are queued together, so A's destroy waits for B, then falls to A's
 `finish.unverified` (stop). The daemon is killed (SIGKILL) or stopped as `systemctl restart`
 stops it (SIGTERM) while the provider still confirms that stop. The next daemon must finish the
 stop as it was begun: never a DELETE, and the stop requested once.
@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import json
 import signal
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from tests.fixtures_daemon import DaemonProc, drop, wait_until
-from tests.fixtures_providers import Answer, StandIn
+from tests.fixtures_providers import StandIn, VastInstance
 from tests.fixtures_run import base_spec, merge
+from tests.hubserver import HubServer
 
 pytestmark = pytest.mark.training
 
 VAST_KEY = "vast-key-endgame-test"
-INSTANCE = "/api/v0/instances/4242/"
 BOUND = 300.0
 
 
@@ -37,15 +36,6 @@ def spec_yaml(name: str, epochs: int = 1, **sections: Any) -> str:
     return yaml.safe_dump(doc, sort_keys=False)
 
 
-def slow_vast(standin: StandIn, polls: int) -> None:
-    """vast.ai accepts a stop or a destroy; the instance reads running `polls` times first."""
-    running = Answer(200, {"instances": {"actual_status": "running", "intended_status": "running"}})
-    stopped = Answer(200, {"instances": {"actual_status": "stopped", "intended_status": "stopped"}})
-    standin.on("PUT", INSTANCE, Answer(200, {"success": True}))
-    standin.on("DELETE", INSTANCE, Answer(200, {"success": True}))
-    standin.on("GET", INSTANCE, *([running] * polls), stopped)
-
-
 def vast_env(provider_env: dict[str, str]) -> dict[str, str]:
     return {**provider_env, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": VAST_KEY}
 
@@ -54,19 +44,20 @@ def vast_env(provider_env: dict[str, str]) -> dict[str, str]:
 @pytest.mark.parametrize("stop_with", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_a_deferred_finish_cut_mid_stop_is_finished_as_a_stop_never_a_destroy(
     make_daemon: Any,
+    hub_server: HubServer,
     standin: StandIn,
     provider_env: dict[str, str],
     stop_with: signal.Signals,
 ) -> None:
     # Long enough to outlast the daemon's 30 s wait for its worker at SIGTERM (3 s a poll).
-    slow_vast(standin, polls=16)
+    VastInstance(standin, confirm_polls=16)
     env = vast_env(provider_env)
     first: DaemonProc = make_daemon()
     # A fails at its dataset at once: it still pushes its files and asks for its finish.
     a = spec_yaml(
         "a-destroys",
         dataset={"path": "/nonexistent/data.yaml"},
-        push={"dir": "pushed"},
+        push={"hub": {"repo": "me/a-destroys"}},
         finish={"action": "destroy", "provider": "vast", "unverified": "stop"},
     )
     b = spec_yaml("b-local", finish={"action": "none"})
@@ -97,23 +88,21 @@ def test_a_deferred_finish_cut_mid_stop_is_finished_as_a_stop_never_a_destroy(
 
 @pytest.mark.timeout(600)
 def test_the_last_run_applies_the_deferred_destroy_when_every_run_is_verified(
-    make_daemon: Any, standin: StandIn, provider_env: dict[str, str]
+    make_daemon: Any, hub_server: HubServer, standin: StandIn, provider_env: dict[str, str]
 ) -> None:
-    slow_vast(standin, polls=0)
-    standin.on("GET", INSTANCE, Answer(404, {"error": "no such instance"}))
+    VastInstance(standin)
     daemon: DaemonProc = make_daemon()
     a = spec_yaml(
         "first-destroys",
         dataset={"path": "/nonexistent/data.yaml"},
-        push={"dir": "pushed"},
+        push={"hub": {"repo": "me/first-destroys"}},
         finish={"action": "destroy", "provider": "vast"},
     )
-    b = spec_yaml("second-pushes", push={"dir": "pushed"}, finish={"action": "none"})
+    b = spec_yaml("second-pushes", push={"hub": {"repo": "me/second"}}, finish={"action": "none"})
     drop(daemon.inbox, "a.yaml", a)
     drop(daemon.inbox, "b.yaml", b)
     daemon.start("--once", env=vast_env(provider_env))
     assert daemon.wait(timeout=BOUND) == 0, daemon.output
     assert len(standin.made("DELETE")) == 1 and standin.made("PUT") == []
-    pushed = Path(daemon.state / "pushed" / "second-pushes" / "weights" / "last.pt")
     local = daemon.state / "runs" / "second-pushes" / "weights" / "last.pt"
-    assert pushed.read_bytes() == local.read_bytes()
+    assert hub_server.read_file("me/second", "weights/last.pt") == local.read_bytes()

@@ -31,14 +31,14 @@ from runspec.paths import StateLayout
 from runspec.state import RecordStore, RunStatus
 from runspec.verdict import run_safety
 from tests.fixtures_daemon import DaemonProc, drop
-from tests.fixtures_providers import Answer, StandIn
+from tests.fixtures_providers import StandIn, VastInstance
 from tests.fixtures_run import base_spec, merge
+from tests.hubserver import HubServer
 
 pytestmark = pytest.mark.training
 
 SEED = int(os.environ.get("RUNSPEC_FAULT_SEED", "20261130"))
 KILLS = 6
-INSTANCE = "/api/v0/instances/4242/"
 CONFIRM_POLLS = 2  # GETs that still read running after the request: a window for a kill
 
 
@@ -52,14 +52,11 @@ class Machine:
     """The vast.ai stand-in's one instance, and what the test saw happen to it."""
 
     def __init__(self, standin: StandIn, state: Path) -> None:
-        self.standin = standin
         self.state = state
         self.violations: list[str] = []
-        standin.on("PUT", INSTANCE, Answer(200, {"success": True}))
-        standin.answer_with("DELETE", INSTANCE, self._delete)
-        standin.answer_with("GET", INSTANCE, self._state)
+        VastInstance(standin, confirm_polls=CONFIRM_POLLS, on_delete=self._delete)
 
-    def _delete(self) -> Answer:
+    def _delete(self) -> None:
         # The moment a destroy arrives: every run's newest weights must be verified elsewhere.
         layout = StateLayout(self.state)
         for record in RecordStore(self.state).all():
@@ -67,16 +64,6 @@ class Machine:
             safety = run_safety(paths, load_spec(paths.spec_file), record)
             if record.status is not RunStatus.QUEUED and not safety.safe:
                 self.violations.append(f"DELETE while {safety.why}")
-        return Answer(200, {"success": True})
-
-    def _state(self) -> Answer:
-        asked = [r for r in self.standin.made() if r.method in ("PUT", "DELETE")]
-        polls = len(self.standin.made("GET"))
-        if not asked or polls < CONFIRM_POLLS:
-            return Answer(200, {"instances": {"actual_status": "running"}})
-        if asked[0].method == "DELETE":
-            return Answer(404, {"error": "gone"})
-        return Answer(200, {"instances": {"actual_status": "stopped"}})
 
 
 class TrainerCensus(threading.Thread):
@@ -102,25 +89,32 @@ class TrainerCensus(threading.Thread):
 
 @pytest.mark.timeout(900)
 def test_random_daemon_kills_keep_every_promise(
-    make_daemon: Any, standin: StandIn, provider_env: dict[str, str], tmp_path: Path
+    make_daemon: Any,
+    hub_server: HubServer,
+    standin: StandIn,
+    provider_env: dict[str, str],
+    tmp_path: Path,
 ) -> None:
     rng = random.Random(SEED)
     marker = tmp_path / "command-finish"
-    volume = {"dir": str(tmp_path / "volume")}
+
+    def hub(name: str) -> dict[str, Any]:
+        return {"hub": {"repo": f"me/{name}"}}
+
     first: DaemonProc = make_daemon()
     machine = Machine(standin, first.state)
     specs = {
         "a-destroy": spec_yaml(
-            "a-destroy", 3, push=volume, finish={"action": "destroy", "provider": "vast"}
+            "a-destroy", 3, push=hub("a"), finish={"action": "destroy", "provider": "vast"}
         ),
         "b-command": spec_yaml(
             "b-command",
             2,
-            push=volume,
+            push=hub("b"),
             finish={"action": "command", "command": ["sh", "-c", f"echo ran >> {marker}"]},
         ),
         # Without a push its weights stay on this disk: then the end must be a stop.
-        "c-local": spec_yaml("c-local", 2, **({"push": volume} if rng.random() < 0.5 else {})),
+        "c-local": spec_yaml("c-local", 2, **({"push": hub("c")} if rng.random() < 0.5 else {})),
     }
     for name, text in specs.items():
         drop(first.inbox, f"{name}.yaml", text)

@@ -24,6 +24,7 @@ from runspec.preflight.disk import (
 )
 from runspec.staging import stage_dataset
 from tests.fixtures_disk import SmallFs
+from tests.hubserver import HubServer
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -163,38 +164,76 @@ def test_checkpoint_estimates_follow_the_model_and_the_save_period() -> None:
     assert checkpoint_count(100, 10) == 12  # last, best, epoch_10 ... epoch_100
 
 
+def _paths(tmp_path: Path, spec: Spec) -> RunPaths:
+    return RunPaths.for_spec(spec, tmp_path / "state")
+
+
 def test_push_dir_is_written_and_cleaned_or_refused(tmp_path: Path) -> None:
     volume = tmp_path / "volume"
     spec = _loaded(tmp_path, f"train: {{model: yolo9-t, epochs: 3}}\npush: {{dir: {volume}}}\n")
-    result = push_check(spec)
+    result = push_check(spec, _paths(tmp_path, spec))
     assert result.status is CheckStatus.PASS
     assert list((volume / "pf").iterdir()) == []  # the probe file is gone
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the volume should be")
     bad = _loaded(tmp_path, f"train: {{model: yolo9-t, epochs: 3}}\npush: {{dir: {blocker}}}\n")
-    refused = push_check(bad)
+    refused = push_check(bad, _paths(tmp_path, bad))
     assert refused.status is CheckStatus.FAIL and str(blocker) in refused.message
 
 
-def test_push_hub_creates_the_repo_with_the_token(tmp_path: Path, hub_server: object) -> None:
+def test_a_destroy_with_the_push_folder_on_the_machines_own_disk_is_refused(
+    tmp_path: Path, small_fs: SmallFs
+) -> None:
+    body = "train: {{model: yolo9-t, epochs: 3}}\npush: {{dir: {}}}\nfinish: {{action: {}}}\n"
+    local = _loaded(tmp_path, body.format(tmp_path / "volume", "destroy"))
+    refused = push_check(local, _paths(tmp_path, local))
+    assert refused.status is CheckStatus.FAIL, refused
+    assert "on the same disk as /" in refused.message and "destroy would delete" in refused.message
+    assert "push.hub" in refused.fix and "finish.action: stop" in refused.fix
+    # stop keeps the disk: allowed; a volume that outlives the machine: allowed.
+    stop = _loaded(tmp_path, body.format(tmp_path / "volume", "stop"))
+    assert push_check(stop, _paths(tmp_path, stop)).status is CheckStatus.PASS
+    volume = small_fs(10)
+    mounted = _loaded(tmp_path, body.format(volume, "destroy"))
+    assert push_check(mounted, _paths(tmp_path, mounted)).status is CheckStatus.PASS
+
+
+def test_push_hub_asks_and_creates_nothing(tmp_path: Path, hub_server: HubServer) -> None:
     spec = _loaded(
         tmp_path, "train: {model: yolo9-t, epochs: 3}\npush: {hub: {repo: org/pf-run}}\n"
     )
-    result = push_check(spec)
+    result = push_check(spec, _paths(tmp_path, spec))
     assert result.status is CheckStatus.PASS, result
-    assert hub_server.repo("org/pf-run").private  # type: ignore[attr-defined]
+    assert "me's token may write to model repo org/pf-run" in result.message
+    assert "created (private) at the first push" in result.message
+    assert ("model", "org/pf-run") not in hub_server.repos  # a typo leaves no stray repo
+    assert hub_server.count("create_repo") == 0
+
+
+def test_push_hub_refuses_a_read_token_and_another_namespace(
+    tmp_path: Path, hub_server: HubServer
+) -> None:
+    spec = _loaded(
+        tmp_path, "train: {model: yolo9-t, epochs: 3}\npush: {hub: {repo: else/pf-run}}\n"
+    )
+    result = push_check(spec, _paths(tmp_path, spec))
+    assert result.status is CheckStatus.FAIL
+    assert "'me' is not 'else' nor one of its orgs" in result.message
+    hub_server.whoami = {"name": "else", "auth": {"accessToken": {"role": "read"}}}
+    result = push_check(spec, _paths(tmp_path, spec))
+    assert result.status is CheckStatus.FAIL and "read-only" in result.message
 
 
 def test_push_hub_with_a_rejected_token_fails(
-    tmp_path: Path, hub_server: object, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, hub_server: HubServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HF_TOKEN", "hf_not_the_right_one")
     spec = _loaded(
         tmp_path, "train: {model: yolo9-t, epochs: 3}\npush: {hub: {repo: org/pf-run}}\n"
     )
-    result = push_check(spec)
+    result = push_check(spec, _paths(tmp_path, spec))
     assert result.status is CheckStatus.FAIL
-    assert "org/pf-run" in result.message and "HF_TOKEN" in result.fix
+    assert "rejected the token" in result.message and "HF_TOKEN" in result.fix
 
 
 # A container as providers run them: the image on overlay, a volume mounted at /workspace.

@@ -118,6 +118,10 @@ def run_preflight(
             ],
             seconds=time.monotonic() - started,
         )
-    return PreflightReport(
-        phase=report.phase, checks=report.checks, seconds=time.monotonic() - started
-    )
+    checks = report.checks
+    if phase in ("machine", "all"):
+        from runspec.preflight.ending import finish_checks
+
+        # Here, not in the child: provider keys are read by the parent alone.
+        checks = [*checks, *finish_checks(spec.finish)]
+    return PreflightReport(phase=report.phase, checks=checks, seconds=time.monotonic() - started)

@@ -63,7 +63,7 @@ def machine_checks(
         "hf_home",
         lambda: [disk.hf_home_check(hf_home_for(spec), Path("/proc/self/mountinfo").read_text())],
     )
-    results += _guarded("push", lambda: [checks.push_check(spec)])
+    results += _guarded("push", lambda: [checks.push_check(spec, paths)])
     return results
 
 

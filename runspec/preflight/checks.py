@@ -6,10 +6,10 @@ import importlib.metadata
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from runspec import safetar
 from runspec.model import Spec
+from runspec.paths import RunPaths
 from runspec.preflight.report import CheckResult, failed, passed, warned
 from runspec.units import format_bytes
 
@@ -72,88 +72,13 @@ def _hub_token() -> str | None:
     return os.environ.get("HF_TOKEN") or get_token()
 
 
-def push_check(spec: Spec) -> CheckResult:
-    push = spec.push
-    if push is None:
+def push_check(spec: Spec, paths: RunPaths) -> CheckResult:
+    """The push target's own check (each target knows what it needs), changing nothing."""
+    if spec.push is None:
         return passed("push", "no push target: the weights stay on this machine")
-    if push.dir is not None:
-        return _dir_check(push.dir / spec.name)
-    assert push.hub is not None
-    return _hub_check(push.hub.repo, push.hub.private)
+    from runspec.push import PushTarget  # registers every target class
 
-
-def _dir_check(target: Path) -> CheckResult:
-    probe = target / f".runspec-preflight-{os.getpid()}"
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-        with probe.open("wb") as fh:
-            fh.write(b"runspec preflight\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        probe.unlink()
-    except OSError as exc:
-        return failed(
-            "push",
-            f"cannot write to push.dir {target}: {exc.strerror or exc}",
-            "mount the volume, or fix its permissions for the user runspec runs as",
-        )
-    return passed("push", f"push.dir {target} is writable")
-
-
-def _hub_check(repo: str, private: bool) -> CheckResult:
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import HfHubHTTPError
-
-    token = _hub_token()
-    if not token:
-        return failed(
-            "push",
-            f"no Hub token to push to {repo}",
-            "give the daemon HF_TOKEN (a write token) in its EnvironmentFile, or `hf auth login`",
-        )
-    api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None, token=token)
-    role = _token_role(api)
-    if role == "read":
-        return failed(
-            "push",
-            f"the Hub token is read-only: it cannot push to {repo}",
-            "give the daemon a write token (HF_TOKEN) in its EnvironmentFile",
-        )
-    try:
-        url = api.create_repo(repo, repo_type="model", private=private, exist_ok=True)
-    except HfHubHTTPError as exc:
-        status = exc.response.status_code if exc.response is not None else 0
-        why = {401: "the token was rejected", 403: "the token may not write there"}.get(
-            status, f"the Hub answered {status or 'nothing'}"
-        )
-        return failed(
-            "push",
-            f"cannot create or write model repo {repo}: {why}",
-            "use a write token for that user or organisation (HF_TOKEN), or fix push.hub.repo",
-        )
-    except OSError as exc:
-        return failed(
-            "push",
-            f"cannot reach the Hub to check {repo}: {exc}",
-            "check the network and HF_ENDPOINT",
-        )
-    return passed("push", f"model repo {url} exists and the token can create it")
-
-
-def _token_role(api: Any) -> str | None:
-    """The token's role from whoami ("read", "write", "fineGrained"), None when unknown.
-
-    A stand-in Hub without whoami answers 404; create_repo below still proves write access.
-    """
-    from huggingface_hub.errors import HfHubHTTPError
-
-    try:
-        info = api.whoami()
-    except (HfHubHTTPError, OSError):
-        return None
-    token = (info.get("auth") or {}).get("accessToken") or {}
-    role = token.get("role")
-    return role if isinstance(role, str) else None
+    return PushTarget.kind_of(spec.push).preflight(spec, paths)
 
 
 def dataset_bytes(spec: Spec, data_root: Path) -> tuple[int, CheckResult | None]:

@@ -169,6 +169,16 @@ class Provider:
         raise NotImplementedError
 
     # The shared flow.
+    def check(self) -> str:
+        """Read-only proof that this adapter can end this machine: the instance is identified,
+        the credentials work, and the provider reports the instance's state. Changes nothing;
+        raises ProviderError naming what is missing."""
+        instance = self.identify()
+        state = self.state(instance)
+        if state == GONE:
+            raise ProviderError(f"{self.name}: the provider does not know instance {instance}")
+        return f"{self.name} instance {instance} ({self.how_identified()}) reads {state!r}"
+
     def plan(self, action: Action) -> str:
         instance = self.identify()
         return f"{self.name}: {action.value} instance {instance} ({self.how_identified()}): " + (

@@ -1,9 +1,20 @@
 """Verified pushes of a run's checkpoints and files to the Hub or a mounted folder.
 
-Light to import: huggingface_hub is imported only when a Hub target pushes.
+Light to import: huggingface_hub is imported only when a Hub target works. Importing the
+package registers every target class (runspec.push.base.PushTarget.kind_of finds them).
 """
 
 from runspec.push.base import PushFailed, PushTarget, StagedFile
+from runspec.push.dirtarget import DirTarget
+from runspec.push.hub import HubTarget
 from runspec.push.pusher import Pusher, make_target
 
-__all__ = ["PushFailed", "PushTarget", "Pusher", "StagedFile", "make_target"]
+__all__ = [
+    "DirTarget",
+    "HubTarget",
+    "PushFailed",
+    "PushTarget",
+    "Pusher",
+    "StagedFile",
+    "make_target",
+]

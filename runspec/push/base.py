@@ -2,22 +2,31 @@
 
 A target takes staged files (whole, hashed copies; never the trainer's live files), makes
 them one unit on the remote side (a Hub commit, a folder's manifest written last) and then
-checks, on the remote side, that what arrived is what was sent.
+checks, on the remote side, that what arrived is what was sent; before a machine ends, it
+reads the final weights back and hashes what it got.
+
+Each target class owns what only it knows: the `push:` key it answers to, how to describe
+itself, its preflight check, the secrets it may hold (every subclass is registered as it is
+defined, so `scrub()` knows them all: a new target cannot forget its secrets), and whether
+its copies would die with the machine.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
 from runspec.errors import RunspecError
 from runspec.push.manifest import ManifestEntry
+
+if TYPE_CHECKING:
+    from runspec.model import PushSpec, Spec
+    from runspec.paths import RunPaths
+    from runspec.preflight.report import CheckResult
 
 _TOKEN_SHAPE = re.compile(r"hf_[A-Za-z0-9]{6,}")
 
@@ -34,6 +43,48 @@ class StagedFile:
 
 class PushTarget(ABC):
     description: str  # for people: "hub my-org/run1", "dir /mnt/vol/runs/run1"
+    key: ClassVar[str]  # the push section's key it answers to: "hub", "dir"
+    _kinds: ClassVar[dict[str, type[PushTarget]]] = {}
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        PushTarget._kinds[cls.key] = cls
+
+    @classmethod
+    def kind_of(cls, push: PushSpec) -> type[PushTarget]:
+        """The target class the push section names (its modules imported by runspec.push)."""
+        for key, kind in cls._kinds.items():
+            if getattr(push, key, None) is not None:
+                return kind
+        raise PushFailed(f"the push section names no target ({', '.join(cls._kinds)})")
+
+    @classmethod
+    def kinds(cls) -> list[type[PushTarget]]:
+        return list(cls._kinds.values())
+
+    @classmethod
+    @abstractmethod
+    def from_spec(cls, spec: Spec, paths: RunPaths) -> PushTarget: ...
+
+    @classmethod
+    @abstractmethod
+    def where(cls, spec: Spec, paths: RunPaths) -> str:
+        """For people, without building the target: "hub me/run1", "dir /mnt/vol/run1"."""
+
+    @classmethod
+    @abstractmethod
+    def preflight(cls, spec: Spec, paths: RunPaths) -> CheckResult:
+        """Whether pushes there can work, changing nothing there."""
+
+    @classmethod
+    def secrets(cls) -> tuple[str, ...]:
+        """Values that must never appear in a log line, a record or an error."""
+        return ()
+
+    @classmethod
+    def dies_with_machine(cls, spec: Spec, paths: RunPaths) -> str | None:
+        """Why copies pushed here would be lost with the machine, or None."""
+        return None
 
     @abstractmethod
     def push(self, uploads: Sequence[StagedFile], message: str) -> str | None:
@@ -46,16 +97,22 @@ class PushTarget(ABC):
         """What differs at the target from `expected` (empty: verified). `uploaded` are the
         files this push sent, with their local copies."""
 
+    @abstractmethod
+    def read_back(self, commit: str | None, entries: Sequence[ManifestEntry]) -> list[str]:
+        """Read `entries` back from the target at `commit` (never through a local cache),
+        hash the bytes that come, and say what differs from the entries (empty: all match)."""
+
 
 def scrub(text: str) -> str:
-    """`text` with any Hub token blanked out: error messages end up in logs and records."""
-    secrets = {os.environ.get("HF_TOKEN"), os.environ.get("HUGGING_FACE_HUB_TOKEN")}
-    hub = sys.modules.get("huggingface_hub")  # only where it was used could it know a token
-    if hub is not None:
-        # Scrubbing must never raise; the token-shaped regex below still applies.
-        with contextlib.suppress(Exception):
-            secrets.add(hub.get_token())
-    for secret in secrets:
+    """`text` with every secret a push target holds blanked out: error messages end up in
+    logs and records."""
+    secrets: set[str] = set()
+    for kind in PushTarget.kinds():
+        try:
+            secrets.update(kind.secrets())
+        except Exception:  # scrubbing must never raise; the token-shaped regex still applies
+            continue
+    for secret in sorted(secrets, key=len, reverse=True):
         if secret:
             text = text.replace(secret, "***")
     return _TOKEN_SHAPE.sub("hf_***", text)

@@ -16,6 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from runspec.atomic import fsync_dir
+from runspec.model import FinishAction, Spec
+from runspec.paths import RunPaths
+from runspec.preflight.report import CheckResult, failed, passed
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
 from runspec.push.manifest import CHUNK, ManifestEntry, digest_file
 
@@ -29,10 +32,72 @@ def _inside(root: Path, relpath: str) -> Path:
     return target
 
 
+def _existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
 class DirTarget(PushTarget):
+    key = "dir"
+
     def __init__(self, root: Path, name: str) -> None:
         self.root = root / name
         self.description = f"dir {self.root}"
+
+    @classmethod
+    def folder(cls, spec: Spec, paths: RunPaths) -> Path:
+        """The run's folder under push.dir (relative to the state folder when relative)."""
+        assert spec.push is not None and spec.push.dir is not None
+        return paths.resolve(spec.push.dir) / spec.name
+
+    @classmethod
+    def from_spec(cls, spec: Spec, paths: RunPaths) -> DirTarget:
+        folder = cls.folder(spec, paths)
+        return cls(folder.parent, folder.name)
+
+    @classmethod
+    def where(cls, spec: Spec, paths: RunPaths) -> str:
+        return f"dir {cls.folder(spec, paths)}"
+
+    @classmethod
+    def dies_with_machine(cls, spec: Spec, paths: RunPaths) -> str | None:
+        """A folder on the filesystem of / or of the state folder is the machine's own disk:
+        a destroy takes it along."""
+        target = _existing(cls.folder(spec, paths))
+        dev = os.stat(target).st_dev
+        for name, where in (("/", Path("/")), ("the state folder", paths.state)):
+            if dev == os.stat(_existing(where)).st_dev:
+                return f"push.dir {cls.folder(spec, paths)} is on the same disk as {name}"
+        return None
+
+    @classmethod
+    def preflight(cls, spec: Spec, paths: RunPaths) -> CheckResult:
+        target = cls.folder(spec, paths)
+        if spec.finish.action in (FinishAction.DESTROY, FinishAction.AUTO):
+            local = cls.dies_with_machine(spec, paths)
+            if local is not None:
+                return failed(
+                    "push",
+                    f"{local}: {spec.finish.action.value} would delete the only copy",
+                    "push to the Hub (push.hub), to a mounted volume that outlives the "
+                    "machine, or use finish.action: stop (it keeps the disk)",
+                )
+        probe = target / f".runspec-preflight-{os.getpid()}"
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+            with probe.open("wb") as fh:
+                fh.write(b"runspec preflight\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            probe.unlink()
+        except OSError as exc:
+            return failed(
+                "push",
+                f"cannot write to push.dir {target}: {exc.strerror or exc}",
+                "mount the volume, or fix its permissions for the user runspec runs as",
+            )
+        return passed("push", f"push.dir {target} is writable")
 
     def push(self, uploads: Sequence[StagedFile], message: str) -> str | None:
         # The manifest goes last, so a reader never sees it name a file not yet in place.
@@ -81,4 +146,19 @@ class DirTarget(PushTarget):
                     problems.append(f"{entry.path}: copy size differs from the manifest")
             except (OSError, PushFailed) as exc:
                 problems.append(f"{entry.path}: {one_line(exc)}")
+        return problems
+
+    def read_back(self, commit: str | None, entries: Sequence[ManifestEntry]) -> list[str]:
+        problems = []
+        for entry in entries:
+            try:
+                got = digest_file(_inside(self.root, entry.path))
+            except (OSError, PushFailed) as exc:
+                problems.append(f"{entry.path}: read-back failed: {one_line(exc)}")
+                continue
+            if (got.size, got.sha256) != (entry.size, entry.sha256):
+                problems.append(
+                    f"{entry.path}: the folder holds sha256 {got.sha256[:12]}, "
+                    f"{got.size} bytes; expected {entry.sha256[:12]}, {entry.size}"
+                )
         return problems

@@ -3,29 +3,36 @@
 One `create_commit` per push; huggingface_hub does preupload, LFS (or, on the real Hub,
 hf_xet) and its own retries of the uploads. Verification reads `get_paths_info` at the very
 commit the push returned and compares each file's size and sha256 (LFS) or git blob id
-(regular files) with the staged copy's.
+(regular files) with the staged copy's. That record is the hash the client declared, so before
+the machine ends, `read_back` downloads the final weights at that commit (streamed, never into
+the Hub cache) and hashes the bytes the Hub really serves.
 
-Imported only when a Hub target is made, so the daemon pays for huggingface_hub only when a
-run pushes to the Hub. The endpoint is read from HF_ENDPOINT when a push starts, not when
-huggingface_hub was imported; the token is huggingface_hub's own choice (HF_TOKEN, else
-the stored login) and never passes through runspec's hands.
+huggingface_hub is imported only when the target works, so listing targets stays light. The
+endpoint is read from HF_ENDPOINT when a push starts; the token is huggingface_hub's own choice
+(HF_TOKEN, else the stored login) and never passes through runspec's hands.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
 import os
+import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from huggingface_hub import CommitOperationAdd, HfApi
-from huggingface_hub.errors import RepositoryNotFoundError
-from huggingface_hub.hf_api import RepoFile
-
-from runspec.model import HubTarget as HubSpec
+from runspec.model import Spec
+from runspec.paths import RunPaths
+from runspec.preflight.report import CheckResult, failed, passed
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
-from runspec.push.manifest import ManifestEntry
+from runspec.push.manifest import CHUNK, ManifestEntry
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
 
 PATHS_INFO_BATCH = 50
+READ_TIMEOUT_S = 60.0  # a read-back that stalls this long is a failed read-back
 
 # httpcore's DEBUG trace logs raw response headers; a proxy that echoes the Authorization
 # header would put the token into `runspec -v`'s log. Nothing runspec needs is logged there.
@@ -34,14 +41,89 @@ for _name in ("httpcore", "httpcore2"):
         logging.getLogger(_name).setLevel(logging.INFO)
 
 
+def _endpoint() -> str | None:
+    return os.environ.get("HF_ENDPOINT") or None
+
+
+def _token() -> str | None:
+    from huggingface_hub import get_token
+
+    return os.environ.get("HF_TOKEN") or get_token()
+
+
 class HubTarget(PushTarget):
-    def __init__(self, spec: HubSpec) -> None:
-        self.repo = spec.repo
-        self.private = spec.private
-        self.description = f"hub {spec.repo}"
+    key = "hub"
+
+    def __init__(self, repo: str, private: bool = True) -> None:
+        self.repo = repo
+        self.private = private
+        self.description = f"hub {repo}"
+
+    @classmethod
+    def from_spec(cls, spec: Spec, paths: RunPaths) -> HubTarget:
+        assert spec.push is not None and spec.push.hub is not None
+        return cls(spec.push.hub.repo, spec.push.hub.private)
+
+    @classmethod
+    def where(cls, spec: Spec, paths: RunPaths) -> str:
+        assert spec.push is not None and spec.push.hub is not None
+        return f"hub {spec.push.hub.repo}"
+
+    @classmethod
+    def secrets(cls) -> tuple[str, ...]:
+        found = [os.environ.get("HF_TOKEN"), os.environ.get("HUGGING_FACE_HUB_TOKEN")]
+        if "huggingface_hub" in sys.modules:  # only where it was used could it know a token
+            # Scrubbing must never fail for want of a token store.
+            with contextlib.suppress(Exception):
+                found.append(_token())
+        return tuple(s for s in found if s)
+
+    @classmethod
+    def preflight(cls, spec: Spec, paths: RunPaths) -> CheckResult:
+        """Whether the token may write to the repo: asked, never tried (the repo is created
+        at the first push, so a typo here leaves no stray repo behind)."""
+        from huggingface_hub import HfApi
+        from huggingface_hub.errors import HfHubHTTPError
+
+        assert spec.push is not None and spec.push.hub is not None
+        repo = spec.push.hub.repo
+        token = _token()
+        if not token:
+            return failed(
+                "push",
+                f"no Hub token to push to {repo}",
+                "give the daemon HF_TOKEN (a write token) in its EnvironmentFile, or "
+                "`hf auth login`",
+            )
+        api = HfApi(endpoint=_endpoint(), token=token)
+        try:
+            who: dict[str, Any] | None = api.whoami()
+        except HfHubHTTPError as exc:
+            status = exc.response.status_code if exc.response is not None else 0
+            if status in (401, 403):
+                return failed(
+                    "push",
+                    f"the Hub rejected the token: it cannot push to {repo}",
+                    "give the daemon a valid write token (HF_TOKEN) in /etc/runspec/env",
+                )
+            who = None  # a Hub without whoami (a mirror): the first push tells
+        except OSError as exc:
+            return failed("push", f"cannot reach the Hub: {exc}", "check the network")
+        refusal = _may_not_write(who, repo)
+        if refusal is not None:
+            return failed("push", refusal, "give the daemon a write token for that namespace")
+        try:
+            exists = api.repo_exists(repo, repo_type="model")
+        except (HfHubHTTPError, OSError) as exc:
+            return failed("push", f"cannot ask the Hub about {repo}: {one_line(exc)}", "")
+        user = f"{who['name']}'s token" if who and who.get("name") else "the token"
+        state = "exists" if exists else "will be created (private) at the first push"
+        return passed("push", f"{user} may write to model repo {repo}, which {state}")
 
     def _api(self) -> HfApi:
-        return HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None)
+        from huggingface_hub import HfApi
+
+        return HfApi(endpoint=_endpoint())
 
     def _ensure_repo(self, api: HfApi) -> None:
         """Create the repo (private unless the spec says otherwise) when it is missing.
@@ -49,12 +131,16 @@ class HubTarget(PushTarget):
         Asked on every push: it is one cheap GET that the client does not retry, so an
         unreachable Hub fails the push at once instead of after the client's upload backoff.
         """
+        from huggingface_hub.errors import RepositoryNotFoundError
+
         try:
             api.repo_info(self.repo, repo_type="model")
         except RepositoryNotFoundError:
             api.create_repo(self.repo, repo_type="model", private=self.private, exist_ok=True)
 
     def push(self, uploads: Sequence[StagedFile], message: str) -> str | None:
+        from huggingface_hub import CommitOperationAdd
+
         api = self._api()
         try:
             self._ensure_repo(api)
@@ -86,8 +172,71 @@ class HubTarget(PushTarget):
             return [f"could not read the files at commit {commit}: {one_line(exc)}"]
         return [p for e in expected if (p := _compare(e, remote.get(e.path)))]
 
+    def read_back(self, commit: str | None, entries: Sequence[ManifestEntry]) -> list[str]:
+        from huggingface_hub import hf_hub_url
+        from huggingface_hub.utils import build_hf_headers, get_session
+
+        problems = []
+        session = get_session()
+        for entry in entries:
+            url = hf_hub_url(self.repo, entry.path, revision=commit, endpoint=_endpoint())
+            digest, size = hashlib.sha256(), 0
+            try:
+                with session.stream(
+                    "GET",
+                    url,
+                    headers=build_hf_headers(),
+                    follow_redirects=True,
+                    timeout=READ_TIMEOUT_S,
+                ) as resp:
+                    if resp.status_code != 200:
+                        problems.append(f"{entry.path}: read-back got HTTP {resp.status_code}")
+                        continue
+                    for chunk in resp.iter_bytes(CHUNK):
+                        digest.update(chunk)
+                        size += len(chunk)
+            except Exception as exc:  # a read-back that fails is a push not proven
+                problems.append(f"{entry.path}: read-back failed: {one_line(exc)}")
+                continue
+            if size != entry.size or digest.hexdigest() != entry.sha256:
+                problems.append(
+                    f"{entry.path}: the Hub serves {size} bytes with sha256 "
+                    f"{digest.hexdigest()[:12]}, not the {entry.size} bytes with sha256 "
+                    f"{entry.sha256[:12]} it recorded"
+                )
+        return problems
+
+
+def _may_not_write(who: dict[str, Any] | None, repo: str) -> str | None:
+    """Why whoami's answer says the token cannot write to `repo`; None when it may (or
+    cannot tell: the first push is then the proof)."""
+    if not who:
+        return None
+    token = (who.get("auth") or {}).get("accessToken") or {}
+    role = token.get("role")
+    if role == "read":
+        return f"the Hub token is read-only: it cannot push to {repo}"
+    namespace = repo.split("/", 1)[0]
+    names = {who.get("name")} | {
+        o.get("name") for o in who.get("orgs") or [] if isinstance(o, dict)
+    }
+    if namespace not in names:
+        return f"the token's user {who.get('name')!r} is not {namespace!r} nor one of its orgs"
+    if role == "fineGrained":
+        grants = (token.get("fineGrained") or {}).get("scoped") or []
+        for grant in grants:
+            entity = grant.get("entity") or {}
+            if entity.get("name") in (namespace, repo) and "repo.write" in (
+                grant.get("permissions") or []
+            ):
+                return None
+        return f"the fine-grained token has no repo.write on {namespace}"
+    return None
+
 
 def _compare(entry: ManifestEntry, remote: object) -> str | None:
+    from huggingface_hub.hf_api import RepoFile
+
     if not isinstance(remote, RepoFile):
         return f"{entry.path}: missing at the remote"
     if remote.size != entry.size:

@@ -41,17 +41,8 @@ RATE_MIN_BYTES = 1 << 20  # smaller pushes say little about the link's speed
 
 
 def make_target(spec: Spec, paths: RunPaths) -> PushTarget:
-    push = spec.push
-    assert push is not None
-    if push.hub is not None:
-        from runspec.push.hub import HubTarget
-
-        return HubTarget(push.hub)
-    assert push.dir is not None
-    from runspec.push.dirtarget import DirTarget
-
-    root = push.dir if push.dir.is_absolute() else paths.state / push.dir
-    return DirTarget(root, spec.name)
+    assert spec.push is not None
+    return PushTarget.kind_of(spec.push).from_spec(spec, paths)
 
 
 @dataclass
@@ -313,6 +304,13 @@ class Pusher:
         commit = self.target.push(uploads, message)
         sent = self.clock.monotonic() - sending
         problems = self.target.verify(commit, [*manifest.entries, manifest_file.entry], uploads)
+        if not problems and final and self.spec.push is not None and self.spec.push.read_back:
+            # The target's record is what the client declared: read the final weights back
+            # and hash the bytes the target really serves before anyone may end the machine.
+            weights = [e for e in manifest.entries if e.path.startswith("weights/")]
+            problems = [f"read-back: {p}" for p in self.target.read_back(commit, weights)]
+            if not problems:
+                self.progress(f"read back {len(weights)} weights files: the bytes match")
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise PushFailed(
