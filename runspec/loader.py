@@ -38,7 +38,7 @@ from runspec.model import (
 from runspec.schema_errors import Reporter, explain
 from runspec.specread import NotRegularFile, SpecTooBig, read_spec
 from runspec.units import parse_duration, parse_size
-from runspec.yamlload import YamlDocument, load_yaml, too_big
+from runspec.yamlload import YamlDocument, json_pointer, load_yaml, too_big
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "runspec.schema.json"
 
@@ -70,8 +70,11 @@ def _problems(
     report.problems.extend(yaml_problems)
     for error in _validator().iter_errors(data):
         explain(error, report)
+    # A value the YAML layer already refused (an unsupported tag) is not judged again.
+    refused = {p.pointer for p in yaml_problems}
     for finding in [*findings, *rules.check_rules(data, state)]:
-        report.add(finding.path, finding.message, at_key=finding.at_key)
+        if json_pointer(finding.path) not in refused:
+            report.add(finding.path, finding.message, at_key=finding.at_key)
     return sorted(report.problems, key=lambda p: (p.line, p.column, p.pointer, p.message))
 
 

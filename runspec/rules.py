@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from runspec import models
 from runspec.safepaths import FOLDER_FIELDS, forbidden_folder
 from runspec.trainargs import BY_KEY, ELSEWHERE, normalise_key
 from runspec.units import DURATION_PATTERN, SIZE_PATTERN, parse_duration, parse_size
@@ -170,6 +171,9 @@ def _train(data: dict[str, Any]) -> Iterator[Finding]:
     train = data.get("train")
     if not isinstance(train, dict):
         return
+    model = train.get("model")
+    if isinstance(model, str) and model and (why := models.problem(model)) is not None:
+        yield Finding(("train", "model"), why)
     gpus = gpu_list(train.get("device"))
     if gpus is not None:
         repeated = sorted({g for g in gpus if gpus.count(g) > 1})

@@ -176,11 +176,12 @@ def _handler(stand_in: StandIn) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                if self.command != "HEAD":
+                    self.wfile.write(data)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (a timeout test)
 
-        do_GET = do_PUT = do_POST = do_DELETE = _serve
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _serve
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

@@ -64,6 +64,7 @@ def machine_checks(
         lambda: [disk.hf_home_check(hf_home_for(spec), Path("/proc/self/mountinfo").read_text())],
     )
     results += _guarded("push", lambda: [checks.push_check(spec, paths)])
+    results += _guarded("weights", lambda: [checks.weights_check(spec, paths)])
     return results
 
 

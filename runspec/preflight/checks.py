@@ -5,9 +5,11 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
-from runspec import safetar
+from runspec import models, safetar
 from runspec.model import Spec
 from runspec.paths import RunPaths
 from runspec.preflight.report import CheckResult, failed, passed, warned
@@ -141,3 +143,74 @@ def doctor_check(data_yaml: Path, imgsz: int) -> CheckResult:
             f"see `libreyolo doctor {data_yaml}`; training can go ahead",
         )
     return passed("doctor", f"libreyolo doctor: no errors or warnings in {data_yaml}")
+
+
+WEIGHTS_TIMEOUT_S = 10.0
+
+
+def weights_check(spec: Spec, paths: RunPaths) -> CheckResult:
+    """The weights training starts from are there or can be fetched: found now, not after
+    the dataset's download and an hour of set-up."""
+    model = spec.train.model
+    file = models.weights_file(model)
+    if file is None:
+        return _checkpoint_check(model, paths)
+    if spec.train.args.get("pretrained", True) is False:
+        return passed("weights", f"{model} trains from scratch: no weights to fetch")
+    # The trainer runs in the weights cache; LibreYOLO keeps its downloads in weights/ there.
+    local = paths.weights_cache / "weights" / file
+    if local.is_file():
+        return passed("weights", f"{file} is in {local.parent}")
+    url, why = _download_url(model, file)
+    if url is None:
+        return failed("weights", f"{file} cannot be downloaded: {why}", _WEIGHTS_FIX.format(local))
+    request = urllib.request.Request(url, method="HEAD", headers={"User-Agent": "runspec"})
+    try:
+        with urllib.request.urlopen(request, timeout=WEIGHTS_TIMEOUT_S) as resp:
+            status = resp.status
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    except (OSError, ValueError) as exc:
+        return failed(
+            "weights",
+            f"{file} is not in {local.parent} and {url} cannot be reached ({exc})",
+            _WEIGHTS_FIX.format(local),
+        )
+    if status >= 400:
+        return failed(
+            "weights", f"{url} answers HTTP {status} for {file}", _WEIGHTS_FIX.format(local)
+        )
+    return passed("weights", f"{file} will be downloaded from {url}")
+
+
+_WEIGHTS_FIX = "copy the weights file to {}, or set train.args.pretrained: false"
+
+
+def _download_url(model: str, file: str) -> tuple[str | None, str]:
+    from libreyolo.cli import config
+
+    why = config.weight_unavailable_reason(model)
+    if why is not None:
+        return None, why
+    for cls in config._iter_model_classes():
+        try:
+            url = cls.get_download_url(file)
+        except Exception:  # a family that does not own this file name says so by raising
+            continue
+        if url:
+            return str(url), ""
+    return None, f"LibreYOLO has no download route for {file}"
+
+
+def _checkpoint_check(model: str, paths: RunPaths) -> CheckResult:
+    if model.startswith("hf://") or (model.count("/") == 1 and "." not in model):
+        return passed("weights", f"{model} is fetched from the Hub when training starts")
+    path = Path(model).expanduser()
+    where = path if path.is_absolute() else paths.weights_cache / path
+    if where.is_file():
+        return passed("weights", f"checkpoint {where} is here")
+    return failed(
+        "weights",
+        f"checkpoint {model} is not on this machine (looked for {where})",
+        "copy the checkpoint there, or name a model LibreYOLO knows (`libreyolo models`)",
+    )

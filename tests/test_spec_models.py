@@ -1,0 +1,82 @@
+"""`train.model` is checked before anything is downloaded: against a table of LibreYOLO's names
+kept true to the installed LibreYOLO, without importing it in `validate`; and the preflight
+finds the weights a pretrained model needs, or says they cannot be had."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runspec import models
+from runspec.loader import load_spec_text
+from runspec.paths import RunPaths
+from runspec.preflight import checks
+from runspec.preflight.report import CheckStatus
+from tests.fixtures_providers import Answer, StandIn
+
+
+def test_the_table_is_the_installed_libreyolos() -> None:
+    table = json.loads(models.TABLE.read_text())
+    assert table == models.generate(), "regenerate it: python -m runspec.models"
+    assert models.weights_file("yolo9-t") == "LibreYOLO9t.pt"
+    assert models.weights_file("LibreYOLO9s.pt") == "LibreYOLO9s.pt"
+
+
+def test_an_unknown_model_is_refused_with_a_did_you_mean_and_no_libreyolo(tmp_path: Path) -> None:
+    spec = tmp_path / "typo.yaml"
+    spec.write_text(
+        "runspec: 1\nname: typo\ndataset: {synthetic: {}}\n"
+        "train: {model: yolo9-tt, epochs: 1}\nbudget: {wall_clock: 1h}\n"
+    )
+    probe = (
+        "import sys, runspec.cli as c; code = c.main(['validate', sys.argv[1]]);"
+        "print('libreyolo' in sys.modules, 'torch' in sys.modules); sys.exit(code)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(spec)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 1, out.stderr
+    assert "/train/model: 'yolo9-tt' is not a model LibreYOLO knows; did you mean 'yolo9-t'?" in (
+        out.stdout
+    )
+    assert out.stdout.strip().endswith("False False")  # neither was imported
+    for fine in ("yolo9-t", "LibreYOLO9s.pt", "best.pt", "/ckpt/run.pt", "me/my-model"):
+        assert models.problem(fine) is None, fine
+
+
+def _spec(model: str, pretrained: bool) -> object:
+    text = (
+        "runspec: 1\nname: w\ndataset: {synthetic: {}}\n"
+        f"train: {{model: {model}, epochs: 1, args: {{pretrained: {str(pretrained).lower()}}}}}\n"
+        "budget: {wall_clock: 1h}\n"
+    )
+    return load_spec_text(text, "w.yaml")
+
+
+def test_the_weights_are_found_or_the_preflight_says_why_not(
+    tmp_path: Path, standin: StandIn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "state"
+    spec = _spec("yolo9-t", pretrained=True)
+    paths = RunPaths.for_spec(spec, state)  # type: ignore[arg-type]
+    assert checks.weights_check(_spec("yolo9-t", False), paths).status is CheckStatus.PASS  # type: ignore[arg-type]
+    # LibreYOLO's own download host cannot exist here: its URL is the one seam replaced.
+    standin.on("HEAD", r"/LibreYOLO9t.pt", Answer(404, "no such file"))
+    monkeypatch.setattr(checks, "_download_url", lambda m, f: (f"{standin.url}/{f}", ""))
+    missing = checks.weights_check(spec, paths)  # type: ignore[arg-type]
+    assert missing.status is CheckStatus.FAIL and "answers HTTP 404" in missing.message
+    assert "train.args.pretrained: false" in missing.fix
+    cached = paths.weights_cache / "weights" / "LibreYOLO9t.pt"
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(b"weights")
+    assert checks.weights_check(spec, paths).status is CheckStatus.PASS  # type: ignore[arg-type]
+    lost = checks.weights_check(_spec("/nonexistent/best.pt", True), paths)  # type: ignore[arg-type]
+    assert lost.status is CheckStatus.FAIL and "not on this machine" in lost.message
