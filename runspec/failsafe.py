@@ -6,8 +6,10 @@ grace, so a live lifecycle acts first) if nothing else has ended the run by then
         PYTHON -m runspec.failsafe fire --state STATE NAME
 
 The timer's service reads the daemon's EnvironmentFile for the provider's credentials (secrets
-are never put on the command line). Without systemd (most containers) arming is a no-op that
-says so. Firing only reads the run record: a finished run is left alone; any other goes to the
+are never put on the command line). Without systemd (most containers) a detached watcher
+process (runspec.watcher) stands in for the timer, with the daemon's environment.
+
+Firing only reads the run record: a finished run is left alone; any other goes to the
 machine's end (runspec.endgame), which judges every run's files on disk: the run's finish
 action when all are verified, else its unverified choice (never a destroy). What the timer did
 goes to the run's own `failsafe.json`, never into its record, which only its owner writes.
@@ -27,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from runspec import watcher
 from runspec.atomic import write_json_atomic
 from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
 from runspec.errors import RunspecError
@@ -138,13 +141,7 @@ def arm(
     at = max(at, clock.time() + GRACE_S)
     argv = arm_command(spec, paths, at, dry_run=dry_run)
     if not systemd_running(root):
-        state = FailsafeState(
-            False,
-            unit,
-            utc_iso(at),
-            argv,
-            "no systemd here: no failsafe timer; if runspec dies the machine keeps billing",
-        )
+        state = _arm_watcher(spec, paths, at, dry_run)
         say(f"failsafe: {state.detail}")
     else:
         runner(disarm_command(spec.name))  # a timer left by an earlier start of this run
@@ -168,6 +165,35 @@ def arm(
     return state
 
 
+def watch_command(
+    spec: Spec, paths: RunPaths, at: float, *, python: str = sys.executable, dry_run: bool = False
+) -> list[str]:
+    argv = [python, "-m", "runspec.failsafe", "watch", f"--state={paths.state}", f"--at={at:.0f}"]
+    return [*argv, *(["--dry-run"] if dry_run else []), spec.name]
+
+
+def _arm_watcher(spec: Spec, paths: RunPaths, at: float, dry_run: bool) -> FailsafeState:
+    """No systemd here: a detached watcher process stands in for the timer."""
+    argv = watch_command(spec, paths, at, dry_run=dry_run)
+    watcher.stop(paths)  # one left by an earlier start of this run
+    try:
+        watcher.start(argv, paths.failsafe_log)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return FailsafeState(
+            False,
+            "watcher",
+            utc_iso(at),
+            argv,
+            f"no systemd here and the failsafe watcher could not start ({exc}): if runspec "
+            "dies the machine keeps billing",
+        )
+    detail = (
+        f"no systemd here: a detached watcher applies finish.unverified "
+        f"({spec.finish.unverified.value}) at {utc_iso(at)} unless the run has ended"
+    )
+    return FailsafeState(True, "watcher", utc_iso(at), argv, detail)
+
+
 def disarm(
     spec: Spec,
     paths: RunPaths,
@@ -179,6 +205,10 @@ def disarm(
     """Remove the run's timer (the run has ended); True when a timer was stopped."""
     say = progress or (lambda line: log.info("%s: %s", spec.name, line))
     if not systemd_running(root):
+        if watcher.stop(paths):
+            say("failsafe: the watcher stopped")
+            _state_file(paths).unlink(missing_ok=True)
+            return True
         return False
     try:
         proc = runner(disarm_command(spec.name))
@@ -264,8 +294,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     fire_p.add_argument("--state", type=Path, required=True)
     fire_p.add_argument("--dry-run", action="store_true")
     fire_p.add_argument("name")
+    watch_p = sub.add_parser("watch", help="without systemd: wait for the fire time, then fire")
+    watch_p.add_argument("--state", type=Path, required=True)
+    watch_p.add_argument("--at", type=float, required=True, help="epoch seconds")
+    watch_p.add_argument("--dry-run", action="store_true")
+    watch_p.add_argument("name")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.cmd == "watch":
+        paths = StateLayout(args.state).run_paths(args.name)
+        return watcher.watch(
+            paths, args.at, lambda: fire(args.state, args.name, dry_run=args.dry_run)
+        )
     return fire(args.state, args.name, dry_run=args.dry_run)
 
 

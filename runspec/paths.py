@@ -95,6 +95,14 @@ class StateLayout:
     def machine_lock(self) -> Path:
         return self.state / "machine.lock"
 
+    @property
+    def daemon_pid(self) -> Path:
+        return self.state / "runspecd.pid"
+
+    @property
+    def daemon_log(self) -> Path:
+        return self.state / "runspecd.log"
+
     def job_dir(self, name: str) -> Path:
         return self.jobs / name
 
@@ -233,6 +241,14 @@ class RunPaths:
     @property
     def failsafe_file(self) -> Path:
         return self.job_dir / "failsafe.json"
+
+    @property
+    def failsafe_watch(self) -> Path:
+        return self.job_dir / "failsafe-watch.json"
+
+    @property
+    def failsafe_log(self) -> Path:
+        return self.job_dir / "failsafe.log"
 
     @property
     def weights_cache(self) -> Path:

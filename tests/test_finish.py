@@ -8,11 +8,14 @@ can power off or destroy the machine running the tests.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import psutil
 import pytest
 
 from runspec import failsafe
@@ -46,6 +49,13 @@ finish: {finish}
 
 def context(spec: Spec) -> FinishContext:
     return FinishContext(spec.name, spec.budget.hourly_cost, "/state/runs/fin")
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < end, f"timed out waiting for {predicate}"
+        time.sleep(0.05)
 
 
 class Output:
@@ -490,7 +500,9 @@ def test_failsafe_rearmed_past_its_time_fires_a_grace_after_now(tmp_path: Path) 
     assert "--on-calendar=2027-01-15 09:02:00 UTC" in runner.calls[1]
 
 
-def test_failsafe_without_systemd_is_a_no_op_that_says_so(tmp_path: Path) -> None:
+def test_failsafe_without_systemd_is_a_detached_watcher_stopped_at_the_end(
+    tmp_path: Path,
+) -> None:
     clock = ManualClock()
     spec = make_spec("{action: none}", name="fs2")
     paths, record = started(spec, tmp_path / "state", clock)
@@ -498,9 +510,15 @@ def test_failsafe_without_systemd_is_a_no_op_that_says_so(tmp_path: Path) -> Non
     state = failsafe.arm(
         spec, paths, record, clock=clock, runner=runner, root=tmp_path, progress=out
     )
-    assert not state.armed and runner.calls == []
-    assert "no systemd here" in out.text
-    assert not failsafe.disarm(spec, paths, runner=runner, root=tmp_path)
+    assert state.armed and runner.calls == []  # no systemd-run: a watcher process instead
+    assert "no systemd here: a detached watcher applies finish.unverified (stop)" in out.text
+    assert f"--at={1_800_000_000 + 600 + 300 + 120}" in state.command
+    wait_for(paths.failsafe_watch.exists)
+    pid = json.loads(paths.failsafe_watch.read_text())["pid"]
+    assert os.getsid(pid) != os.getsid(0)  # a session of its own: it outlives ours
+    assert failsafe.disarm(spec, paths, runner=runner, root=tmp_path, progress=out)
+    wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie")
+    assert "the watcher stopped" in out.text
 
 
 def test_failsafe_fires_only_for_a_run_that_has_not_ended(tmp_path: Path, host_root: Path) -> None:

@@ -1,11 +1,16 @@
-"""`runspec daemon`: the daemon in the foreground (what runspecd.service runs)."""
+"""`runspec daemon`: the daemon in the foreground (what runspecd.service runs), or `--detach`ed
+where there is no systemd to keep it (many rented machines are containers)."""
 
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 from pathlib import Path
 
 from runspec.commands import add_state
+
+READY_WAIT_S = 60.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,11 +28,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dry-run", action="store_true", help="print finish actions instead of doing them"
     )
+    parser.add_argument(
+        "--detach",
+        action="store_true",
+        help="run in the background, outliving this shell and the SSH session: its pid in "
+        "<state>/runspecd.pid, its output in <state>/runspecd.log",
+    )
+    parser.add_argument(
+        "--env-file",
+        type=Path,
+        default=None,
+        help="the secrets' file (default /etc/runspec/env; under systemd the unit reads it)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    from runspec import envfile
     from runspec.daemon.config import load_config
     from runspec.daemon.loop import main
+    from runspec.paths import ENV_FILE
 
     config = load_config(
         args.config,
@@ -36,4 +55,45 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.dry_run:
         config = config.with_overrides(finish_dry_run=True)
+    if args.detach:
+        return _detach(config.state)
+    if args.env_file is not None or not envfile.started_by_systemd():
+        envfile.load(args.env_file or ENV_FILE)
     return main(config, args.config, once=args.once)
+
+
+def _detach(state: Path) -> int:
+    """Start this same command without --detach in a session of its own, wait until it holds
+    the state folder, and leave it running."""
+    from runspec.clock import SYSTEM
+    from runspec.errors import RunspecError
+    from runspec.owner import daemon_holder
+    from runspec.paths import StateLayout
+
+    layout = StateLayout(state)
+    argv = [a for a in sys.argv[1:] if a != "--detach"]
+    if "--state" not in argv and not any(a.startswith("--state=") for a in argv):
+        argv += ["--state", str(state)]
+    state.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with layout.daemon_log.open("ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "runspec", *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # no terminal: the SSH session's end sends it nothing
+            close_fds=True,
+        )
+    end = SYSTEM.monotonic() + READY_WAIT_S
+    while SYSTEM.monotonic() < end:
+        holder = daemon_holder(layout)
+        if holder is not None and holder.pid == proc.pid:
+            layout.daemon_pid.write_text(f"{proc.pid}\n")
+            print(f"runspecd started: pid {proc.pid}, log {layout.daemon_log}")
+            print(f"stop it with: kill $(cat {layout.daemon_pid})")
+            return 0
+        if proc.poll() is not None:
+            tail = layout.daemon_log.read_text(errors="replace").splitlines()[-5:]
+            raise RunspecError("the daemon did not start:\n" + "\n".join(tail))
+        SYSTEM.sleep(0.1)
+    raise RunspecError(f"the daemon did not take {state} within {READY_WAIT_S:.0f} s")

@@ -36,7 +36,7 @@ runspec: 1
 name: orphan
 dataset: {synthetic: {}}
 train: {model: yolo9-t, epochs: 3, device: cpu}
-push: {dir: pushed}
+push: {dir: /mnt/volume}
 budget: {wall_clock: 10m, overrun: 5m}
 finish: {action: destroy, provider: vast, unverified: stop}
 """

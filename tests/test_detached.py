@@ -1,0 +1,103 @@
+"""Containers without systemd (vast.ai, RunPod): `runspec daemon --detach` outlives the shell
+and the SSH session that started it and reads the same environment file for the provider's
+key; the failsafe's stand-in, a detached watcher, outlives runspec and fires at its time."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from runspec import failsafe, watcher
+from runspec.accept import accept
+from runspec.clock import utc_iso
+from runspec.loader import load_spec_text
+from runspec.state import RecordStore, RunStatus
+from tests.fixtures_daemon import REPO, drop, spec_text, wait_until
+from tests.fixtures_providers import StandIn, VastInstance
+from tests.fixtures_push import write_checkpoint
+
+KEY = "vast-key-only-in-the-env-file"
+
+
+def test_a_detached_daemon_outlives_its_session_and_reads_the_env_file(
+    tmp_path: Path, standin: StandIn, provider_env: dict[str, str]
+) -> None:
+    VastInstance(standin)
+    state, inbox = tmp_path / "state", tmp_path / "inbox"
+    inbox.mkdir(mode=0o700)
+    env_file = tmp_path / "env"
+    env_file.write_text(f"# secrets\nCONTAINER_ID=4242\nCONTAINER_API_KEY='{KEY}'\n")
+    env_file.chmod(0o600)
+    runspec = f"{sys.executable} -m runspec daemon --detach --state {state} --inbox {inbox}"
+    # A login shell as an SSH session runs it, then the session ends (SIGHUP to its group).
+    shell = subprocess.run(
+        ["bash", "-c", f"{runspec} --env-file {env_file} && kill -HUP 0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={**os.environ, **provider_env},
+        start_new_session=True,
+        check=False,
+    )
+    assert "runspecd started: pid" in shell.stdout, shell.stdout + shell.stderr
+    pid = int((state / "runspecd.pid").read_text())
+    try:
+        assert psutil.pid_exists(pid) and os.getsid(pid) != os.getsid(0)
+        # A run whose finish stops the machine through vast, with the key from the env file.
+        text = spec_text("contained").replace(
+            "finish:\n  action: none\n", "finish:\n  action: stop\n  provider: vast\n"
+        )
+        drop(inbox, "contained.yaml", text)
+        wait_until(lambda: bool(standin.made("PUT")), timeout=120, what="the stop")
+        (stop,) = standin.made("PUT")
+        assert stop.header("Authorization") == f"Bearer {KEY}"
+        assert KEY not in (state / "runspecd.log").read_text()
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        wait_until(lambda: not psutil.pid_exists(pid), timeout=60, what="the daemon to exit")
+
+
+def test_the_failsafe_watcher_outlives_runspec_and_stops_the_machine(
+    tmp_path: Path, standin: StandIn, provider_env: dict[str, str]
+) -> None:
+    VastInstance(standin)
+    state = tmp_path / "state"
+    spec = load_spec_text(
+        spec_text("stranded").replace(
+            "finish:\n  action: none\n",
+            "finish:\n  action: destroy\n  provider: vast\n  unverified: stop\n"
+            f"push:\n  dir: {tmp_path / 'volume'}\n",
+        ),
+        "stranded.yaml",
+    )
+    record = accept(spec, state)
+    record.status = RunStatus.TRAINING
+    record.started_at = utc_iso(time.time() - 900)
+    record.deadline = utc_iso(time.time() - 300)
+    RecordStore(state).save(record)
+    write_checkpoint(state / "runs/stranded/weights/last.pt", 2, size=1000)  # never pushed
+
+    paths = RecordStore(state).layout.run_paths("stranded")
+    argv = failsafe.watch_command(spec, paths, time.time() + 3)
+    env = {**os.environ, **provider_env, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": KEY}
+    saved = dict(os.environ)
+    os.environ.update(env)  # what the daemon's environment would hand the watcher
+    try:
+        watcher.start(argv, paths.failsafe_log)  # as arm() starts it; nobody waits on it
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    wait_until(lambda: bool(standin.made("PUT")), timeout=60, what="the watcher's stop")
+    assert standin.made("DELETE") == [], "unverified weights, yet a destroy"
+    wait_until(lambda: "fired" in json.loads(paths.failsafe_file.read_text()), timeout=30)
+    fired = json.loads(paths.failsafe_file.read_text())["fired"]
+    assert fired["result"]["action"] == "stop" and fired["result"]["ok"]
+    assert "the run is still training past deadline + overrun" in paths.failsafe_log.read_text()
