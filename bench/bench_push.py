@@ -5,8 +5,11 @@
    Goal: median ratio <= 1.10.
 2. Memory: peak RSS of a process that pushes a small and a large file; goal: it does not grow
    with the file size (the file is streamed, never read whole).
-3. An unchanged re-push through the Pusher: LFS bytes received by the server. Goal: 0.
-4. What importing huggingface_hub costs a long-lived process (RSS), the case for pushing from
+3. The read-back before a machine ends (download the final weights at the verified commit and
+   hash them): its time against the upload's of the same file; goal: under half. Its memory
+   is in the runspec figures of 2 (flat in the file size).
+4. An unchanged re-push through the Pusher: LFS bytes received by the server. Goal: 0.
+5. What importing huggingface_hub costs a long-lived process (RSS), the case for pushing from
    a thread of the daemon rather than a child process.
 
     .venv/bin/python bench/bench_push.py [--mb 200] [--repeat 3]
@@ -59,7 +62,6 @@ def child(method: str, path: Path, repo: str) -> None:
     """One upload in this process; prints seconds and peak RSS as JSON."""
     from huggingface_hub import HfApi
 
-    from runspec.model import HubTarget as HubSpec
     from runspec.push.base import StagedFile
     from runspec.push.hub import HubTarget
     from runspec.push.manifest import ManifestEntry, digest_file
@@ -68,20 +70,32 @@ def child(method: str, path: Path, repo: str) -> None:
     api.create_repo(repo, exist_ok=True)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
+    read_back = 0.0
     if method == "plain":
         api.upload_file(path_or_fileobj=str(path), path_in_repo="weights/last.pt", repo_id=repo)
     else:
-        target = HubTarget(HubSpec(repo=repo))
+        target = HubTarget(repo)
         digest = digest_file(path)
         entry = ManifestEntry("weights/last.pt", digest.size, digest.sha256, 1, "", digest.blob_id)
         item = StagedFile(entry, path)
         commit = target.push([item], "runspec: epoch 1")
         problems = target.verify(commit, [entry], [item])
         assert not problems, problems
-    seconds = time.perf_counter() - start
+        started = time.perf_counter()
+        problems = target.read_back(commit, [entry])
+        read_back = time.perf_counter() - started
+        assert not problems, problems
+    seconds = time.perf_counter() - start - read_back
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(
-        json.dumps({"seconds": seconds, "rss_mb": rss / 1024, "rss_before_mb": rss_before / 1024})
+        json.dumps(
+            {
+                "seconds": seconds,
+                "read_back": read_back,
+                "rss_mb": rss / 1024,
+                "rss_before_mb": rss_before / 1024,
+            }
+        )
     )
 
 
@@ -111,7 +125,7 @@ def time_and_memory(server: object, work: Path, mb: int, repeat: int, env: dict[
     small = work / "small.pt"
     make_file(big, mb)
     make_file(small, max(1, mb // 8))
-    times: dict[str, list[float]] = {"plain": [], "runspec": []}
+    times: dict[str, list[float]] = {"plain": [], "runspec": [], "read_back": []}
     rss: dict[str, dict[str, float]] = {"plain": {}, "runspec": {}}
     for i in range(repeat):
         # Alternate which goes first, so page cache and warm-up favour neither.
@@ -119,6 +133,8 @@ def time_and_memory(server: object, work: Path, mb: int, repeat: int, env: dict[
             forget_objects(server)
             got = run_child(method, big, f"bench/{method}{i}", env)
             times[method].append(got["seconds"])
+            if method == "runspec":
+                times["read_back"].append(got["read_back"])
             rss[method]["big"] = max(rss[method].get("big", 0.0), got["rss_mb"])
     for method in ("plain", "runspec"):
         forget_objects(server)
@@ -128,6 +144,9 @@ def time_and_memory(server: object, work: Path, mb: int, repeat: int, env: dict[
     print(f"  plain HfApi.upload_file:        {plain:.2f} s   {times['plain']}")
     print(f"  runspec Hub target (+hash, verify): {ours:.2f} s   {times['runspec']}")
     print(f"  time ratio runspec/plain: {ours / plain:.3f} (goal <= 1.10)")
+    back = statistics.median(times["read_back"])
+    print(f"  read-back (download at the commit, hash): {back:.2f} s   {times['read_back']}")
+    print(f"  time ratio read-back/upload: {back / ours:.3f} (goal < 0.5)")
     small_mb = small.stat().st_size / 1e6
     for method in ("plain", "runspec"):
         print(
@@ -140,6 +159,7 @@ def unchanged_repush(server: object, work: Path, mb: int) -> None:
     from runspec.accept import accept
     from runspec.control import EpochMarker, FileStat, write_epoch_marker
     from runspec.loader import load_spec
+    from runspec.owner import RunOwner
     from runspec.paths import RunPaths
     from runspec.push import Pusher
     from runspec.state import RecordStore
@@ -174,8 +194,7 @@ def unchanged_repush(server: object, work: Path, mb: int) -> None:
     pusher = Pusher(
         spec,
         paths,
-        RecordStore(state),
-        record,
+        RunOwner(RecordStore(state), record),
         progress=lines.append,
         min_interval=0.0,
     )
@@ -200,7 +219,8 @@ def unchanged_repush(server: object, work: Path, mb: int) -> None:
 def import_cost() -> None:
     code = (
         "import resource, time; t = time.perf_counter(); r0 = resource.getrusage("
-        "resource.RUSAGE_SELF).ru_maxrss; import runspec.push.hub; print(time.perf_counter() - t, "
+        "resource.RUSAGE_SELF).ru_maxrss; import runspec.push.hub, huggingface_hub; "
+        "print(time.perf_counter() - t, "
         "r0 / 1024, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"
     )
     out = subprocess.run(
