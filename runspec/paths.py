@@ -46,6 +46,11 @@ def default_state_dir() -> Path:
     return Path(base) / "runspec"
 
 
+def provenance_sidecar(inbox: Path, name: str) -> Path:
+    """Where `runspec submit` leaves a spec's provenance (a dotfile, so the inbox ignores it)."""
+    return inbox / f".{name}.provenance.json"
+
+
 def resolve_under(state: Path, path: Path | None) -> Path | None:
     if path is None:
         return None

@@ -42,9 +42,9 @@ def run(args: argparse.Namespace) -> int:
     from runspec.atomic import write_bytes
     from runspec.clock import SYSTEM, utc_iso
     from runspec.daemon.config import load_config
-    from runspec.daemon.inbox import provenance_sidecar
     from runspec.errors import SpecInvalid, UsageError
     from runspec.loader import load_spec_text
+    from runspec.paths import provenance_sidecar
     from runspec.printable import printable
     from runspec.provenance import describe_submission
     from runspec.specread import NotRegularFile, SpecTooBig, read_spec

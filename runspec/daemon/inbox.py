@@ -31,6 +31,7 @@ from runspec.clock import SYSTEM, Clock
 from runspec.daemon import writers
 from runspec.daemon.inboxfs import FolderProblem, Folders
 from runspec.daemon.intake import AcceptFn, Intake, Outcome, line
+from runspec.paths import provenance_sidecar
 from runspec.printable import printable
 from runspec.specread import not_regular
 from runspec.yamlload import MAX_BYTES, too_big
@@ -49,11 +50,6 @@ __all__ = ["AcceptFn", "Inbox", "Outcome", "is_candidate", "provenance_sidecar"]
 
 def is_candidate(name: str) -> bool:
     return not name.startswith(".") and name.endswith(SUFFIXES)
-
-
-def provenance_sidecar(inbox: Path, name: str) -> Path:
-    """Where `runspec submit` leaves a spec's provenance (a dotfile, so the inbox ignores it)."""
-    return inbox / f".{name}.provenance.json"
 
 
 @dataclass

@@ -28,10 +28,9 @@ from runspec.control import FileStat, read_epoch_marker
 from runspec.model import Spec
 from runspec.paths import RunPaths
 from runspec.push.base import StagedFile
-from runspec.push.manifest import CHUNK, ManifestEntry, digest_file
+from runspec.push.manifest import CHUNK, MANIFEST, ManifestEntry, digest_file
 
 INDEX = ".index.json"
-MANIFEST = "runspec/manifest.json"
 
 
 def is_checkpoint(relpath: str) -> bool:

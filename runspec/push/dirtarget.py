@@ -20,9 +20,7 @@ from runspec.model import FinishAction, Spec
 from runspec.paths import RunPaths
 from runspec.preflight.report import CheckResult, failed, passed
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
-from runspec.push.manifest import CHUNK, ManifestEntry, digest_file
-
-MANIFEST = "runspec/manifest.json"
+from runspec.push.manifest import CHUNK, MANIFEST, ManifestEntry, digest_file
 
 
 def _inside(root: Path, relpath: str) -> Path:

@@ -29,8 +29,8 @@ from runspec.model import Spec
 from runspec.owner import RunOwner, is_no_space
 from runspec.paths import RunPaths
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line, scrub
-from runspec.push.collect import MANIFEST, Stager, is_immutable
-from runspec.push.manifest import Manifest, ManifestEntry
+from runspec.push.collect import Stager, is_immutable
+from runspec.push.manifest import MANIFEST, Manifest, ManifestEntry
 from runspec.state import PushRecord
 from runspec.units import format_bytes
 
