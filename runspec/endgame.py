@@ -236,9 +236,11 @@ class Endgame:
         if pending.step == "applied":
             return Outcome("applied", "applied before", _result_from_json(pending.result))
         if pending.step == "applying" and pending.action is not None:
-            # Begun before a restart: finish it as it was begun.
+            # Begun before a restart: finished as it was begun, never chosen again; judged
+            # again all the same, so a destroy is never sent anew onto unsafe weights.
             self.say(f"the machine's end ({pending.action}) was under way; confirming it")
-            return self._apply(pending, bool(pending.verified), resume=pending.action)
+            now_safe = self.judge(finishing).safe
+            return self._apply(pending, now_safe, resume=pending.action)
         verdict = self.judge(finishing)
         if verdict.verdict in ("wait", "blocked"):
             if pending.judged != verdict.why:

@@ -146,9 +146,6 @@ class _Finisher:
         self.say(LOUD + text)
         log.warning("%s: %s", self.ctx.name, text)
 
-    def where_weights_are(self) -> str:
-        return self.ctx.weights
-
     def run(self) -> FinishResult:
         provider: Provider | None = None
         provider_error = ""
@@ -204,7 +201,7 @@ class _Finisher:
         if not self.verified:
             self.loud(
                 "the final push was NOT verified: the newest weights may exist only on this "
-                f"machine, in {self.where_weights_are()}"
+                f"machine, in {self.ctx.weights}"
             )
         return self.result("none", True, plan, "none: machine left running", why)
 
@@ -218,7 +215,7 @@ class _Finisher:
         bill = f" at ${hourly:.4f}/h" if hourly is not None else ""
         self.loud(
             f"THE MACHINE IS STILL RUNNING AND BILLING{bill}: {reason}. The weights are in "
-            f"{self.where_weights_are()}; stop or destroy the machine yourself once they are safe."
+            f"{self.ctx.weights}; stop or destroy the machine yourself once they are safe."
         )
         return self.result("keep", ok, plan, f"kept running: {reason}", reason)
 
@@ -310,7 +307,9 @@ class _Finisher:
     def through_provider(
         self, action: Action, provider: Provider | None, provider_error: str
     ) -> FinishResult:
-        if action is Action.DESTROY and not self.verified:  # never reached by decide(); a guard
+        resumed = self.resume == action.value
+        if action is Action.DESTROY and not self.verified and not resumed:
+            # Never reached by decide(); a guard.
             return self.kept("destroy: REFUSED", "the final push is not verified")
         if provider is None:
             plan = f"{action.value} this machine through its provider: IMPOSSIBLE"
@@ -331,8 +330,14 @@ class _Finisher:
             return self.result(action.value, True, plan, f"dry run: not {action.value}ed")
         self.on_begin(action.value)
         try:
-            resumed = self.resume == action.value
-            outcome = provider.resume(action) if resumed else provider.apply(action)
+            if resumed and action is Action.DESTROY and not self.verified:
+                # Begun before a restart, and the disk no longer looks safe (a run arrived):
+                # confirm what was sent, never send a destroy again.
+                outcome = provider.confirm_only(action)
+            elif resumed:
+                outcome = provider.resume(action)
+            else:
+                outcome = provider.apply(action)
         except ProviderError as exc:
             self.say(f"finish: {provider.name} refused or failed: {exc}")
             return self.kept(plan, f"{provider.name} {action.value} failed: {exc}")

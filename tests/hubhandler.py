@@ -104,7 +104,7 @@ class Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str, path: str) -> tuple[str, Callable[[], None]]:
         if path == "/api/agent-harnesses":
             return "agent", lambda: self._json(404, {"error": "not found"})
-        if method == "GET" and path == "/api/whoami-v2":
+        if method == "GET" and path == "/api/whoami-v2" and self.hub.whoami is not None:
             return "whoami", lambda: self._json(200, self.hub.whoami)
         if method == "POST" and path == "/api/repos/create":
             return "create_repo", self._create_repo

@@ -40,12 +40,9 @@ class HubServer:
         self._faults: dict[str, list[Fault]] = {}
         # LFS downloads serve one byte flipped while the metadata stays right (a rotten store).
         self.corrupt = False
-        # What /api/whoami-v2 says of the token (a test makes it read-only, or another user).
-        self.whoami: dict[str, object] = {
-            "name": "me",
-            "orgs": [{"name": "org"}],
-            "auth": {"accessToken": {"role": "write"}},
-        }
+        # What /api/whoami-v2 says of the token; None: no such route (a mirror without it),
+        # as most tests want. A test sets a user, a read-only role, other orgs.
+        self.whoami: dict[str, object] | None = None
         self._lies: set[str] = set()
         self._lie_all = False
         self._down = False

@@ -80,8 +80,8 @@ class TrainerCensus(threading.Thread):
             seen: Counter[str] = Counter()
             for proc in psutil.process_iter(["cmdline"]):
                 cmdline = proc.info.get("cmdline") or []
-                if "runspec.trainer" in cmdline:
-                    job = next((a for a in cmdline if a.startswith(self.jobs)), "")
+                job = next((a for a in cmdline if a.startswith(self.jobs)), None)
+                if "runspec.trainer" in cmdline and job is not None:  # ours, not another test's
                     seen[job] += 1
             for job, count in seen.items():
                 self.most[job] = max(self.most[job], count)

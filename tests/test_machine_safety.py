@@ -3,18 +3,23 @@ files on the disk at that moment, never from a saved flag."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from pathlib import Path
 
 from runspec.accept import accept
 from runspec.control import EpochMarker, FileStat, write_epoch_marker
+from runspec.endgame import Endgame
+from runspec.host import FinishHost
 from runspec.loader import load_spec
 from runspec.owner import RunOwner
 from runspec.paths import RunPaths, StateLayout
+from runspec.providers.vast import Vast
 from runspec.push import Pusher
 from runspec.state import RecordStore, RunStatus, Termination
 from runspec.verdict import machine_verdict, run_safety
+from tests.fixtures_providers import StandIn, VastInstance
 from tests.fixtures_push import write_checkpoint
 from tests.fixtures_run import SpecWriter
 
@@ -102,3 +107,43 @@ def test_a_damaged_record_blocks_every_machine_end(tmp_path: Path, write_spec: S
     assert "runspec rm broken" in verdict.why
     shutil.rmtree(StateLayout(state).job_dir("broken"))
     assert machine_verdict(StateLayout(state)).safe
+
+
+def _machine_mid_destroy(state: Path) -> None:
+    """machine.json as a daemon leaves it when killed right after it recorded a destroy."""
+    pending = {
+        "run": "first",
+        "finish": {"action": "destroy", "provider": "vast", "command": [], "unverified": "stop"},
+        "hourly_cost": None,
+        "weights": "",
+        "why": "test",
+        "armed_at": "2026-11-30T00:00:00+00:00",
+        "step": "applying",
+        "action": "destroy",
+        "verified": True,
+    }
+    (state / "machine.json").write_text(json.dumps({"schema": 1, "pending": pending}))
+
+
+def test_a_destroy_begun_before_a_restart_is_never_sent_again_onto_unsafe_weights(
+    tmp_path: Path, write_spec: SpecWriter, standin: StandIn, provider_env: dict[str, str]
+) -> None:
+    state = tmp_path / "state"
+    VastInstance(standin)  # reads running: the first DELETE never arrived
+    env = {**provider_env, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": "k"}
+    host = FinishHost(provider=Vast(env, confirm_timeout=1.0, poll_interval=0.2))
+    accept(load_spec(write_spec("later")), state)  # arrived after the restart: trained since
+    store = RecordStore(state)
+    ended(store, "later", Termination.COMPLETED)
+    trained(StateLayout(state).run_paths("later"), 1)  # pushes nowhere: weights only here
+    _machine_mid_destroy(state)
+    outcome = Endgame(StateLayout(state), host=host, say=lambda line: None).enter()
+    assert outcome.result is not None and not outcome.result.ok
+    assert standin.made("DELETE") == []  # confirmed only, never requested anew
+
+    # The same resume with every run safe: the destroy that never arrived is requested once.
+    shutil.rmtree(StateLayout(state).job_dir("later"))
+    _machine_mid_destroy(state)
+    outcome = Endgame(StateLayout(state), host=host, say=lambda line: None).enter()
+    assert outcome.result is not None and outcome.result.ok, outcome
+    assert len(standin.made("DELETE")) == 1

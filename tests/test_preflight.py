@@ -55,13 +55,17 @@ def _by_name(report: dict[str, object]) -> dict[str, dict[str, str]]:
 
 
 def test_cpu_spec_passes_with_every_machine_check_reported(tmp_path: Path) -> None:
-    spec = _spec(tmp_path, "train:\n  model: yolo9-t\n  epochs: 3\n  device: cpu\n")
+    spec = _spec(
+        tmp_path,
+        "train:\n  model: yolo9-t\n  epochs: 3\n  device: cpu\n  args: {pretrained: false}\n",
+    )
     proc = _cli("preflight", str(spec), "--state", str(tmp_path / "state"), "--format", "json")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     report = json.loads(proc.stdout)
     checks = _by_name(report)
     assert report["failed"] is False
-    for name in ("python", "torch", "torchvision", "libreyolo", "gpu", "disk", "hf_home", "push"):
+    every = ("python", "torch", "torchvision", "libreyolo", "gpu", "disk", "hf_home", "push")
+    for name in (*every, "weights", "finish"):
         assert checks[name]["status"] in ("pass", "warn"), checks[name]
     assert "skipped" in checks["gpu"]["message"]
     assert "torch 2." in checks["torch"]["message"]
@@ -199,6 +203,11 @@ def test_a_destroy_with_the_push_folder_on_the_machines_own_disk_is_refused(
 
 
 def test_push_hub_asks_and_creates_nothing(tmp_path: Path, hub_server: HubServer) -> None:
+    hub_server.whoami = {
+        "name": "me",
+        "orgs": [{"name": "org"}],
+        "auth": {"accessToken": {"role": "write"}},
+    }
     spec = _loaded(
         tmp_path, "train: {model: yolo9-t, epochs: 3}\npush: {hub: {repo: org/pf-run}}\n"
     )
@@ -213,6 +222,7 @@ def test_push_hub_asks_and_creates_nothing(tmp_path: Path, hub_server: HubServer
 def test_push_hub_refuses_a_read_token_and_another_namespace(
     tmp_path: Path, hub_server: HubServer
 ) -> None:
+    hub_server.whoami = {"name": "me", "orgs": [], "auth": {"accessToken": {"role": "write"}}}
     spec = _loaded(
         tmp_path, "train: {model: yolo9-t, epochs: 3}\npush: {hub: {repo: else/pf-run}}\n"
     )

@@ -89,7 +89,8 @@ def test_runspec_preflight_fails_a_destroy_vast_cannot_identify(
     spec = tmp_path / "gone.yaml"
     spec.write_text(
         "runspec: 1\nname: gone\ndataset: {synthetic: {}}\n"
-        "train: {model: yolo9-t, epochs: 1, device: cpu}\nbudget: {wall_clock: 10m}\n"
+        "train: {model: yolo9-t, epochs: 1, device: cpu, args: {pretrained: false}}\n"
+        "budget: {wall_clock: 10m}\n"
         f"push: {{dir: {tmp_path / 'volume'}}}\n"
         "preflight: {doctor: false, disk: 100MB}\n"
         "finish: {action: stop, provider: vast}\n"

@@ -209,6 +209,11 @@ class Provider:
         self.call(action, instance)
         return self.confirm(action, instance, call)
 
+    def confirm_only(self, action: Action) -> Outcome:
+        """Poll for an action requested before a restart; request nothing."""
+        instance = self.identify()
+        return self.confirm(action, instance, self.describe_call(action, instance))
+
     def confirm(self, action: Action, instance: str, call: str) -> Outcome:
         """Poll until the instance is going, for at most confirm_timeout seconds."""
         going = self.going_after.get(action, frozenset()) | {GONE}

@@ -167,6 +167,7 @@ def test_system_shutdown_while_not_training_does_not_wait_for_a_push(
         # Thousands of generated images: staging takes a while.
         "dataset:\n  synthetic: {train: 6000, val: 4, imgsz: 256, classes: 3, seed: 0}\n"
         "train:\n  model: yolo9-t\n  epochs: 2\n  batch: 4\n  imgsz: 32\n  device: cpu\n"
+        "  args: {pretrained: false}\n"
         "push:\n  dir: pushed\n"
         "budget:\n  wall_clock: 15m\n"
         "preflight: {matmul: false, collective: false, doctor: false, disk: 600MB}\n"
