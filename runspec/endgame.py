@@ -18,9 +18,10 @@ deciding the machine's end at once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -161,13 +162,20 @@ class Endgame:
         write_json_atomic(self.layout.machine_file, data)
         log.info("machine: %s", event)
 
-    def _locked(self) -> FileLock | None:
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[bool]:
+        """The machine lock for the block: True when ours, False when another process is
+        deciding the machine's end right now (it is left to them)."""
         lock = FileLock(self.layout.machine_lock)
         other = lock.try_acquire()
         if other is not None:
             self.say(f"the machine's end is being decided by {other}; leaving it to them")
-            return None
-        return lock
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            lock.release()
 
     # --- arming ---------------------------------------------------------------------------
     def arm(
@@ -182,10 +190,9 @@ class Endgame:
     ) -> None:
         """Ask for the machine's end on behalf of `run` (the last asker wins, as spec-v1 says
         of queued specs). An end already being applied is never replaced."""
-        lock = self._locked()
-        if lock is None:
-            return
-        try:
+        with self._locked() as mine:
+            if not mine:
+                return
             current = self.load()
             if current is not None and current.step == "applying":
                 return
@@ -202,32 +209,15 @@ class Endgame:
             )
             replaced = f" (replacing the one armed for {current.run})" if current else ""
             self._save(pending, f"armed {finish.action.value} for {run}: {why}{replaced}")
-        finally:
-            lock.release()
-
-    def disarm(self, why: str) -> None:
-        """Forget an armed (not yet applying) end: a new run came, or it was cancelled."""
-        lock = self._locked()
-        if lock is None:
-            return
-        try:
-            current = self.load()
-            if current is not None and current.step == "armed":
-                self._save(None, f"disarmed the end armed for {current.run}: {why}")
-        finally:
-            lock.release()
 
     # --- entering -------------------------------------------------------------------------
     def enter(self, *, finishing: str | None = None) -> Outcome:
         """Apply the armed end if the machine may end now; go on from wherever a previous
         entry stopped. `finishing`: the run whose own end this is (judged by its files)."""
-        lock = self._locked()
-        if lock is None:
-            return Outcome("wait", "another process is deciding the machine's end")
-        try:
+        with self._locked() as mine:
+            if not mine:
+                return Outcome("wait", "another process is deciding the machine's end")
             return self._enter(finishing)
-        finally:
-            lock.release()
 
     def _enter(self, finishing: str | None) -> Outcome:
         pending = self.load()
@@ -335,17 +325,14 @@ class Endgame:
     def failsafe(self, run: str, finish: FinishSpec, hourly_cost: float | None) -> Outcome:
         """The timer fired and the run never ended: its unverified choice, unless the machine
         is safe or already ending. Nothing waits any more: the deadline is long past."""
-        lock = self._locked()
-        if lock is None:
-            return Outcome("wait", "another process is deciding the machine's end")
-        try:
+        with self._locked() as mine:
+            if not mine:
+                return Outcome("wait", "another process is deciding the machine's end")
             current = self.load()
-            if current is not None and current.step in ("applying", "applied"):
-                return (
-                    self._enter(run)
-                    if current.step == "applying"
-                    else Outcome("applied", "the machine's end was applied already")
-                )
+            if current is not None and current.step == "applying":
+                return self._enter(run)
+            if current is not None and _ended_the_machine(current):
+                return Outcome("applied", "the machine's end was applied already")
             verdict = machine_verdict(self.layout, finishing=run, daemon_alive=False)
             if verdict.verdict in ("blocked", "wait"):
                 # A damaged run, or another run still driven by a live process: runspec is
@@ -362,5 +349,14 @@ class Endgame:
             )
             self.say(f"failsafe: {verdict.why}")
             return self._apply(pending, verdict.safe, resume=None)
-        finally:
-            lock.release()
+
+
+def _ended_the_machine(pending: Pending) -> bool:
+    """An end applied for real (not kept running, not a dry run, not a command)."""
+    result = pending.result or {}
+    return (
+        pending.step == "applied"
+        and bool(result.get("ok"))
+        and not result.get("dry_run")
+        and result.get("action") in ("stop", "destroy", "poweroff")
+    )
