@@ -97,7 +97,12 @@ def test_the_failsafe_watcher_outlives_runspec_and_stops_the_machine(
         os.environ.update(saved)
     wait_until(lambda: bool(standin.made("PUT")), timeout=60, what="the watcher's stop")
     assert standin.made("DELETE") == [], "unverified weights, yet a destroy"
-    wait_until(lambda: "fired" in json.loads(paths.failsafe_file.read_text()), timeout=30)
+    # The stop is sent before the watcher notes it fired: wait for the note to exist.
+    wait_until(
+        lambda: paths.failsafe_file.exists() and "fired" in paths.failsafe_file.read_text(),
+        timeout=30,
+        what="the watcher's note that it fired",
+    )
     fired = json.loads(paths.failsafe_file.read_text())["fired"]
     assert fired["result"]["action"] == "stop" and fired["result"]["ok"]
     assert "the run is still training past deadline + overrun" in paths.failsafe_log.read_text()
