@@ -13,7 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from runspec import __version__
+from runspec import __version__, redact
 from runspec.errors import EXIT_USAGE, RunspecError
 from runspec.printable import printable_lines, setup_logging
 
@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Before anything can log: no record, debug ones included, ever carries a secret.
+    redact.install()
     parser = build_parser()
     args = parser.parse_args(argv)
     # Commands print what a person needs; the log adds detail only with -v. The daemon sets
@@ -74,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args._run(args)
     except RunspecError as exc:
         log.debug("command failed", exc_info=True)
-        print(f"runspec: {printable_lines(str(exc))}", file=sys.stderr)
+        print(f"runspec: {printable_lines(redact.scrub(str(exc)))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
