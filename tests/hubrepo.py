@@ -71,8 +71,9 @@ class Repo:
 
 @dataclass
 class Fault:
-    mode: str  # "500" or "drop"
+    mode: str  # "500", "drop" or "echo"
     times: int
+    status: int = 400  # what an "echo" answers
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,9 @@ from runspec.checkpoints import is_intact
 from runspec.control import TrainJob
 from runspec.launcher import unit_name
 from runspec.paths import RunPaths
+from tests.fixtures_system import code_binds
 from tests.fixtures_training import tiny_spec, wait_epoch
-from tests.system.harness import Container, python_prefix, why_unavailable
+from tests.system.harness import Container, why_unavailable
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -60,7 +61,7 @@ def container(tmp_path: Path) -> Iterator[tuple[Container, Path]]:
     box = Container(
         tmp_path / "container",
         binds=[(state, state)],
-        ro_binds=[python_prefix(), REPO],
+        ro_binds=code_binds(),
     )
     try:
         box.boot()
