@@ -3,8 +3,9 @@
 `run_preflight` runs the checks in a child process (`python -m runspec.preflight`), because
 they import torch and the daemon must not; the child has a hard timeout, so a wedged driver or
 a hung collective ends as a failed check, never as a stuck run. Phases: `machine` (versions,
-GPUs, matmul, collective, disk, HF_HOME, push target) before anything slow is downloaded;
-`dataset` (libreyolo doctor, the profiler) once the dataset is staged; `all` for both.
+GPUs, matmul, collective, writable folders, disk, HF_HOME, push target) before anything slow
+is downloaded; `dataset` (libreyolo doctor, the profiler) once the dataset is staged; `all`
+for both.
 """
 
 from __future__ import annotations
