@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -18,6 +19,9 @@ from runspec.errors import EXIT_USAGE, RunspecError
 from runspec.printable import printable_lines, setup_logging
 
 log = logging.getLogger("runspec")
+
+# The commands that write a run's files.
+OWNER_ONLY = frozenset({"run", "daemon", "preflight"})
 
 # (command, module, one-line help), in the order `runspec --help` lists them.
 COMMANDS: list[tuple[str, str, str]] = [
@@ -70,6 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         else logging.WARNING,
         "%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if args.command in OWNER_ONLY:
+        # As runspecd.service's UMask=0077, wherever it runs (a terminal, a container without
+        # systemd): run folders, weights, pushed copies and records are their owner's alone.
+        os.umask(0o077)
     # APScheduler logs every job run at INFO: noise in a journal that people read.
     logging.getLogger("apscheduler").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     try:

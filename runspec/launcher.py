@@ -40,6 +40,7 @@ from runspec.trainerunit import (
     START_TIMEOUT,
     LaunchError,
     job_needs_hub_token,
+    open_log,
     start_unit,
     systemctl,
     trainer_env,
@@ -69,7 +70,7 @@ def _start_session(job: TrainJob, job_file: Path) -> tuple[subprocess.Popen[byte
     _make_folders(job)
     # Secrets are inherited, never put on a command line; the token only where it is needed.
     env = trainer_env(job, with_token=job_needs_hub_token(job))
-    with open(job.log, "ab") as out:
+    with open_log(job.log) as out:
         proc = subprocess.Popen(
             _trainer_argv(job_file),
             cwd=job.work_dir,

@@ -31,6 +31,7 @@ import re
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from runspec.clock import SYSTEM
 from runspec.control import TrainJob
@@ -167,6 +168,13 @@ def systemd_run_command(
     return [*cmd, "--", *argv]
 
 
+def open_log(path: str) -> BinaryIO:
+    """The trainer's console log, for appending; made 0600 like everything the trainer writes
+    (whatever the launcher's own umask)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    return os.fdopen(fd, "ab")
+
+
 def _main_pid(unit: str) -> int:
     out = subprocess.run(
         systemctl("show", "-p", "MainPID", "--value", unit),
@@ -218,7 +226,7 @@ def start_unit(
         finally:
             os.close(write_end)
     try:
-        with open(job.log, "ab") as out:
+        with open_log(job.log) as out:
             runner = subprocess.Popen(cmd, stdin=stdin, stdout=out, stderr=out)
     except OSError as exc:
         raise LaunchError(f"could not start the trainer unit {unit}: {exc}") from exc

@@ -75,7 +75,7 @@ class Handler(BaseHTTPRequestHandler):
                 self._drain()
                 self._json(401, {"error": "Invalid credentials in Authorization header"})
                 return
-            fault = hub._take_fault(op)
+            fault = hub._take_fault(op, method)
             mode = fault.mode if fault is not None else None
             if mode == "drop":
                 self._drain(partial=True)

@@ -74,6 +74,7 @@ class Fault:
     mode: str  # "500", "drop" or "echo"
     times: int
     status: int = 400  # what an "echo" answers
+    method: str | None = None  # only requests with this method (None: any)
 
 
 @dataclass(frozen=True)
