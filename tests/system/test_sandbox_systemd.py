@@ -4,7 +4,9 @@
   system and homes, writes only to its own folders) whose environment holds no provider key
   and no Hub token (yolo9-t needs none), though the daemon's EnvironmentFile holds both;
 - a spec that would write where the daemon's sandbox cannot is refused by the preflight with
-  the fix, and the fix (the config's `writable:`, `runspec install`, a restart) works.
+  the fix, and the fix (the config's `writable:`, `runspec install`, a restart) works; the run
+  then ends with its finish calling the provider's API from inside the sandbox (the local
+  vast.ai stand-in on the host's loopback), with the key from the EnvironmentFile.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures_daemon import wait_until
+from tests.fixtures_providers import StandIn, vast_answers_stopped
 from tests.fixtures_system import REPO, Installed
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(900)]
@@ -33,7 +36,6 @@ TRAIN = (
     "  save_period: 1\n  args: {pretrained: false, workers: 0, eval_interval: 1}\n"
     "budget:\n  wall_clock: 15m\n"
     "preflight: {matmul: false, collective: false, doctor: false, disk: 600MB}\n"
-    "finish:\n  action: none\n"
 )
 
 
@@ -63,7 +65,8 @@ def test_the_trainer_unit_is_sandboxed_and_holds_no_secret(runspecd_container: I
     env_file.write_text("".join(f"{k}={v}\n" for k, v in SECRETS.items()) + "RUNSPEC_MARK=kept\n")
     env_file.chmod(0o600)
     c.sh("systemctl restart runspecd")  # started at boot: it reads the file again
-    _submit(inst, "sbx", "runspec: 1\nname: sbx\n" + TRAIN.replace("EPOCHS", "200"))
+    spec = "runspec: 1\nname: sbx\n" + TRAIN.replace("EPOCHS", "200") + "finish: {action: none}\n"
+    _submit(inst, "sbx", spec)
     wait_until(lambda: int(str(_record(inst, "sbx").get("epoch") or 0)) >= 1, timeout=300)
     trainer = json.loads((inst.state / "jobs/sbx/trainer.json").read_text())
     unit, pid = trainer["unit"], trainer["identity"]["pid"]
@@ -103,12 +106,19 @@ def test_the_trainer_unit_is_sandboxed_and_holds_no_secret(runspecd_container: I
 
 @pytest.mark.training
 def test_a_folder_the_sandbox_cannot_write_is_refused_until_the_config_names_it(
-    runspecd_container: Installed,
+    runspecd_container: Installed, standin: StandIn
 ) -> None:
     inst, c = runspecd_container, runspecd_container.container
-    c.sh("systemctl start runspecd")
+    vast_answers_stopped(standin)
+    env_file = inst.root / "etc/runspec/env"
+    env_file.write_text(
+        f"CONTAINER_ID=4242\nCONTAINER_API_KEY={SECRETS['CONTAINER_API_KEY']}\n"
+        f"RUNSPEC_VAST_API={standin.url}\n"
+    )
+    env_file.chmod(0o600)
+    c.sh("systemctl restart runspecd")  # started at boot: it reads the file again
     spec = "runspec: 1\nname: NAME\n" + TRAIN.replace("EPOCHS", "1") + "push: {dir: /srv/volume}\n"
-    _submit(inst, "outside", spec.replace("NAME", "outside"))
+    _submit(inst, "outside", spec.replace("NAME", "outside") + "finish: {action: none}\n")
     # Its logs cannot be pushed there either: it ends, but not soon. The refusal is enough.
     wait_until(lambda: _record(inst, "outside").get("termination"), timeout=300)
     refused = _record(inst, "outside")
@@ -140,8 +150,12 @@ def test_a_folder_the_sandbox_cannot_write_is_refused_until_the_config_names_it(
     conf = inst.root / "etc/systemd/system/runspecd.service.d/writable.conf"
     assert 'ReadWritePaths="-/srv/volume"' in conf.read_text()
     c.sh("mkdir -p /srv/volume && systemctl daemon-reload && systemctl restart runspecd")
-    _submit(inst, "inside", spec.replace("NAME", "inside"))
+    _submit(inst, "inside", spec.replace("NAME", "inside") + "finish: {action: stop}\n")
     wait_until(lambda: _record(inst, "inside").get("status") == "finished", timeout=300)
     done = _record(inst, "inside")
     assert done["termination"] == "completed", done
     c.sh("test -s /srv/volume/inside/weights/last.pt")
+    # The finish reached the provider's API from inside the sandbox, with the file's key.
+    (stop,) = standin.made("PUT")
+    assert stop.path == "/api/v0/instances/4242/"
+    assert stop.header("Authorization") == f"Bearer {SECRETS['CONTAINER_API_KEY']}"
