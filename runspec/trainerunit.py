@@ -115,14 +115,14 @@ def _stored_login(job: TrainJob) -> list[Path]:
     return list(dict.fromkeys(p.absolute() for p in found))
 
 
-def _quoted(path: Path, *, optional: bool = True) -> str:
+def _quoted(path: Path) -> str:
     # systemd splits these lists at spaces and reads C-style quotes; "-": a missing path is
     # skipped instead of failing the unit.
-    text = ("-" if optional else "") + str(path)
+    text = "-" + str(path)
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def sandbox_properties(job: TrainJob, paths: RunPaths, *, with_token: bool) -> list[str]:
+def sandbox_properties(job: TrainJob, paths: RunPaths, *, needs_token: bool) -> list[str]:
     props = ["UMask=0077", "NoNewPrivileges=yes"]
     if os.geteuid() != 0:
         return props
@@ -136,13 +136,13 @@ def sandbox_properties(job: TrainJob, paths: RunPaths, *, with_token: bool) -> l
     # folder made by mktemp, a test's): then the trainer keeps the shared /tmp.
     if not any(p.is_relative_to(tmp) for p in [paths.state, *writable] for tmp in SHARED_TMP):
         props.append("PrivateTmp=yes")
-    if not with_token:
+    if not needs_token:
         props.append("InaccessiblePaths=" + " ".join(_quoted(p) for p in _stored_login(job)))
     return props
 
 
 def systemd_run_command(
-    job: TrainJob, paths: RunPaths, argv: Sequence[str], *, with_token: bool
+    job: TrainJob, paths: RunPaths, argv: Sequence[str], *, needs_token: bool
 ) -> list[str]:
     cmd = ["systemd-run"] + (["--user"] if os.geteuid() != 0 else [])
     cmd += [
@@ -159,7 +159,8 @@ def systemd_run_command(
         "--property=KillMode=mixed",
         "--property=TimeoutStopSec=60",
     ]
-    cmd += [f"--property={prop}" for prop in sandbox_properties(job, paths, with_token=with_token)]
+    props = sandbox_properties(job, paths, needs_token=needs_token)
+    cmd += [f"--property={prop}" for prop in props]
     env = trainer_env(job, with_token=False)  # the token, if any, goes by the pipe
     skipped = sorted(k for k, v in env.items() if not _settable(k, v))
     if skipped:
@@ -208,7 +209,10 @@ def start_unit(
 ) -> tuple[str, int]:
     """Start the trainer's unit; returns (unit, main pid)."""
     unit = unit_name(job.name)
-    token = hub_token() if job_needs_hub_token(job) else None
+    needs_token = job_needs_hub_token(job)
+    # From the environment by the pipe; else the trainer reads huggingface_hub's stored login
+    # itself (homes are read-only, not hidden).
+    token = hub_token() if needs_token else None
     for folder in writable_paths(job, paths):
         try:
             folder.mkdir(parents=True, exist_ok=True)  # ReadWritePaths= skips a missing one
@@ -217,7 +221,7 @@ def start_unit(
     argv = list(trainer_argv)
     if token is not None:
         argv = [python, "-m", "runspec.tokenpipe", *argv]
-    cmd = systemd_run_command(job, paths, argv, with_token=token is not None)
+    cmd = systemd_run_command(job, paths, argv, needs_token=needs_token)
     stdin: int = subprocess.DEVNULL
     if token is not None:
         stdin, write_end = os.pipe()

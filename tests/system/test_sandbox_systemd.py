@@ -64,6 +64,9 @@ def test_the_trainer_unit_is_sandboxed_and_holds_no_secret(runspecd_container: I
     env_file = inst.root / "etc/runspec/env"
     env_file.write_text("".join(f"{k}={v}\n" for k, v in SECRETS.items()) + "RUNSPEC_MARK=kept\n")
     env_file.chmod(0o600)
+    # A login stored by `hf auth login`, where the unit's HF_TOKEN_PATH says.
+    login = "/root/.cache/huggingface/token"
+    c.sh(f"mkdir -p {Path(login).parent} && echo hf_storedlogin0123456789 > {login}")
     c.sh("systemctl restart runspecd")  # started at boot: it reads the file again
     spec = "runspec: 1\nname: sbx\n" + TRAIN.replace("EPOCHS", "200") + "finish: {action: none}\n"
     _submit(inst, "sbx", spec)
@@ -97,6 +100,11 @@ def test_the_trainer_unit_is_sandboxed_and_holds_no_secret(runspecd_container: I
         assert denied.returncode != 0 and "Read-only file system" in denied.stderr, outside
     for inside in ("/var/lib/runspec/runs/sbx/probe", "/var/lib/runspec/jobs/sbx/control/probe"):
         assert write(inside).returncode == 0, inside
+    # yolo9-t needs no token: the stored login is hidden from it (an empty, inaccessible node
+    # in its place), not merely read-only.
+    hidden = c.sh(f"nsenter -t {pid} -m cat {login}", check=False)
+    assert "hf_storedlogin" not in hidden.stdout, hidden
+    assert "hf_storedlogin" in c.sh(f"cat {login}").stdout  # still there for the daemon
     # What it wrote is its owner's alone.
     run_dir = inst.state / "runs/sbx"
     assert (run_dir.stat().st_mode & 0o777) == 0o700
