@@ -10,14 +10,18 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
-from runspec import __version__
+from runspec import __version__, redact
 from runspec.errors import EXIT_USAGE, RunspecError
 from runspec.printable import printable_lines, setup_logging
 
 log = logging.getLogger("runspec")
+
+# The commands that write a run's files.
+OWNER_ONLY = frozenset({"run", "daemon", "preflight"})
 
 # (command, module, one-line help), in the order `runspec --help` lists them.
 COMMANDS: list[tuple[str, str, str]] = [
@@ -56,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Before anything can log: no record, debug ones included, ever carries a secret.
+    redact.install()
     parser = build_parser()
     args = parser.parse_args(argv)
     # Commands print what a person needs; the log adds detail only with -v. The daemon sets
@@ -68,13 +74,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         else logging.WARNING,
         "%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if args.command in OWNER_ONLY:
+        # As runspecd.service's UMask=0077, wherever it runs (a terminal, a container without
+        # systemd): run folders, weights, pushed copies and records are their owner's alone.
+        os.umask(0o077)
     # APScheduler logs every job run at INFO: noise in a journal that people read.
     logging.getLogger("apscheduler").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     try:
         code: int = args._run(args)
     except RunspecError as exc:
         log.debug("command failed", exc_info=True)
-        print(f"runspec: {printable_lines(str(exc))}", file=sys.stderr)
+        print(f"runspec: {printable_lines(redact.scrub(str(exc)))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

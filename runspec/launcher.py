@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import re
 import shutil
 import signal
 import subprocess
@@ -34,36 +32,45 @@ from runspec import control
 from runspec.atomic import write_text
 from runspec.clock import SYSTEM, Clock
 from runspec.control import TrainerOutcome, TrainerResult, TrainJob
-from runspec.errors import RunspecError
 from runspec.identity import ProcessIdentity
 from runspec.locks import holder
 from runspec.paths import RunPaths
+from runspec.trainerunit import (
+    POLL,
+    START_TIMEOUT,
+    LaunchError,
+    job_needs_hub_token,
+    open_log,
+    start_unit,
+    systemctl,
+    trainer_env,
+    unit_name,
+)
 
 log = logging.getLogger("runspec.launcher")
 
 SYSTEMD_RUNNING = Path("/run/systemd/system")
-_POLL = 0.2  # seconds between checks while waiting for the trainer to exit
 _TERM_GRACE = 10.0  # after SIGTERM, before SIGKILL
-_START_TIMEOUT = 30.0  # for systemd-run to report the unit's main pid
-
-
-class LaunchError(RunspecError):
-    """The trainer could not be started."""
-
-
-def unit_name(name: str) -> str:
-    return "runspec-train-" + re.sub(r"[^A-Za-z0-9_.-]", "_", name) + ".service"
+# The run folder and what the trainer writes into it are its owner's alone: weights and logs
+# may hold what a dataset or a model should not show to other users of the machine.
+RUN_DIR_MODE = 0o700
+TRAINER_UMASK = 0o077
 
 
 def _trainer_argv(job_file: Path) -> list[str]:
     return [sys.executable, "-m", "runspec.trainer", "--job", str(job_file)]
 
 
-def _start_session(job: TrainJob, job_file: Path) -> tuple[subprocess.Popen[bytes], int]:
-    Path(job.log).parent.mkdir(parents=True, exist_ok=True)
+def _make_folders(job: TrainJob) -> None:
+    Path(job.log).parent.mkdir(mode=RUN_DIR_MODE, parents=True, exist_ok=True)
     Path(job.work_dir).mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **job.env}  # secrets are inherited, never put on a command line
-    with open(job.log, "ab") as out:
+
+
+def _start_session(job: TrainJob, job_file: Path) -> tuple[subprocess.Popen[bytes], int]:
+    _make_folders(job)
+    # Secrets are inherited, never put on a command line; the token only where it is needed.
+    env = trainer_env(job, with_token=job_needs_hub_token(job))
+    with open_log(job.log) as out:
         proc = subprocess.Popen(
             _trainer_argv(job_file),
             cwd=job.work_dir,
@@ -72,55 +79,9 @@ def _start_session(job: TrainJob, job_file: Path) -> tuple[subprocess.Popen[byte
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            umask=TRAINER_UMASK,  # as the unit's UMask=
         )
     return proc, proc.pid
-
-
-def _systemctl(*args: str) -> list[str]:
-    user = ["--user"] if os.geteuid() != 0 else []
-    return ["systemctl", *user, *args]
-
-
-def _start_unit(job: TrainJob, job_file: Path, environment_file: Path | None) -> tuple[str, int]:
-    unit = unit_name(job.name)
-    Path(job.log).parent.mkdir(parents=True, exist_ok=True)
-    Path(job.work_dir).mkdir(parents=True, exist_ok=True)
-    cmd = ["systemd-run"] + (["--user"] if os.geteuid() != 0 else [])
-    cmd += [
-        f"--unit={unit}",
-        "--collect",
-        "--no-block",
-        f"--property=WorkingDirectory={job.work_dir}",
-        f"--property=StandardOutput=append:{job.log}",
-        f"--property=StandardError=append:{job.log}",
-        # The trainer's own SIGTERM handler asks for a graceful stop; the whole cgroup (the
-        # multi-GPU coordinator and its ranks) is killed only when `systemctl kill` says so.
-        "--property=KillMode=mixed",
-        "--property=TimeoutStopSec=60",
-    ]
-    if environment_file is not None:
-        # The daemon's own EnvironmentFile (0600): the token is read from where the user put it.
-        cmd.append(f"--property=EnvironmentFile={environment_file}")
-    # The spec's env holds no secrets (spec-v1: "never secrets"), so --setenv is safe for it.
-    cmd += [f"--setenv={k}={v}" for k, v in sorted(job.env.items())]
-    cmd += ["--", *_trainer_argv(job_file)]
-    try:
-        subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=_START_TIMEOUT)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise LaunchError(f"could not start the trainer unit {unit}: {exc}") from exc
-    for _ in range(int(_START_TIMEOUT / _POLL)):
-        out = subprocess.run(
-            _systemctl("show", "-p", "MainPID", "--value", unit),
-            capture_output=True,
-            text=True,
-            timeout=_START_TIMEOUT,
-            check=False,
-        )
-        pid = int(out.stdout.strip() or 0)
-        if pid > 0:
-            return unit, pid
-        SYSTEM.sleep(_POLL)
-    raise LaunchError(f"the trainer unit {unit} did not start within {_START_TIMEOUT:.0f}s")
 
 
 def start(
@@ -128,7 +89,6 @@ def start(
     paths: RunPaths,
     *,
     use_systemd: bool | None = None,
-    environment_file: Path | None = None,
     clock: Clock = SYSTEM,
     log_line: Callable[[str], None] | None = None,
 ) -> TrainerHandle:
@@ -147,7 +107,8 @@ def start(
     proc: subprocess.Popen[bytes] | None = None
     unit: str | None = None
     if use_systemd:
-        unit, pid = _start_unit(job, job_file, environment_file)
+        _make_folders(job)
+        unit, pid = start_unit(job, paths, _trainer_argv(job_file), sys.executable)
     else:
         proc, pid = _start_session(job, job_file)
     ident = ProcessIdentity.of(pid)
@@ -177,10 +138,10 @@ def _live_trainer_pids(paths: RunPaths) -> list[tuple[str, int, str | None]]:
     if SYSTEMD_RUNNING.is_dir() and shutil.which("systemctl") is not None:
         try:
             out = subprocess.run(
-                _systemctl("show", "-p", "MainPID", "--value", unit),
+                systemctl("show", "-p", "MainPID", "--value", unit),
                 capture_output=True,
                 text=True,
-                timeout=_START_TIMEOUT,
+                timeout=START_TIMEOUT,
                 check=False,
             )
             pid = int(out.stdout.strip() or 0)
@@ -336,9 +297,9 @@ class TrainerHandle:
     def _signal(self, sig: signal.Signals) -> None:
         if self.unit is not None and self.identity.matches():
             subprocess.run(
-                _systemctl("kill", f"--signal={sig.name}", "--kill-whom=all", self.unit),
+                systemctl("kill", f"--signal={sig.name}", "--kill-whom=all", self.unit),
                 capture_output=True,
-                timeout=_START_TIMEOUT,
+                timeout=START_TIMEOUT,
                 check=False,
             )
             self._log(f"sent {sig.name} to unit {self.unit}")
@@ -357,7 +318,7 @@ class TrainerHandle:
         while self.alive():
             if self.clock.monotonic() >= deadline:
                 return False
-            self.clock.sleep(_POLL)
+            self.clock.sleep(POLL)
         return True
 
     def stop(self, grace_s: float, reason: str = "stop requested") -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runspec import failsafe
@@ -28,7 +27,7 @@ from runspec.errors import RunspecError
 from runspec.launcher import TrainerHandle
 from runspec.model import Spec
 from runspec.owner import SPACE_POLL_S, RunLock, RunOwner, is_no_space
-from runspec.paths import ENV_FILE, RunPaths
+from runspec.paths import RunPaths
 from runspec.requests import RunRequests
 from runspec.state import RecordStore, RunRecord, RunStatus, Termination
 from runspec.supervise import RunParts, Supervisor, SupervisorOptions
@@ -53,9 +52,6 @@ class LifecycleOptions:
     first_epoch_hang: float = 3600.0
     push_min_interval: float = 60.0  # the Hub limits commit rates
     skip_preflight: bool = False
-    # The daemon's EnvironmentFile: a trainer started as its own systemd unit reads the same
-    # secrets (HF_TOKEN) from it, never from its command line.
-    environment_file: Path | None = ENV_FILE
 
 
 class Lifecycle:
@@ -318,7 +314,6 @@ class Lifecycle:
                 stop_grace=opts.stop_grace,
                 hang_floor=opts.hang_floor,
                 first_epoch_hang=opts.first_epoch_hang,
-                environment_file=opts.environment_file,
             ),
         )
         Supervisor(parts).run()

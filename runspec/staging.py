@@ -21,6 +21,8 @@ from runspec import safetar
 from runspec.errors import RunspecError
 from runspec.model import HubDataset, Spec, SyntheticDataset
 from runspec.paths import RunPaths
+from runspec.redact import scrub
+from runspec.secretenv import child_environ
 from runspec.units import format_bytes
 
 # Generating the default synthetic set takes about a second; a stuck child is a bug, not a wait.
@@ -160,12 +162,14 @@ def download_tar(hub: HubDataset, hf_home: Path, progress: Callable[[str], None]
         raise StagingError(
             f"{hub.file} is not in dataset repo {hub.repo}; fix dataset.hub.file"
         ) from exc
+    # A Hub or proxy that echoes the request puts the token in its answer, and so in these
+    # messages, which reach the run's record and the terminal.
     except LocalEntryNotFoundError as exc:
-        raise StagingError(f"could not reach the Hub to fetch {where}: {exc}") from exc
+        raise StagingError(f"could not reach the Hub to fetch {where}: {scrub(str(exc))}") from exc
     except HfHubHTTPError as exc:
-        raise StagingError(f"the Hub refused {where}: {exc}") from exc
+        raise StagingError(f"the Hub refused {where}: {scrub(str(exc))}") from exc
     except OSError as exc:
-        raise StagingError(f"could not fetch {where}: {exc}") from exc
+        raise StagingError(f"could not fetch {where}: {scrub(str(exc))}") from exc
     path = Path(str(local))
     took = time.monotonic() - started
     progress(f"dataset tar ready: {path} ({format_bytes(path.stat().st_size)}, {took:.1f} s)")
@@ -199,7 +203,12 @@ def _stage_synthetic(
     progress(f"generating a synthetic dataset in {out}")
     try:
         proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=SYNTHETIC_TIMEOUT_S, check=False
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=SYNTHETIC_TIMEOUT_S,
+            check=False,
+            env=child_environ(os.environ, hub_token=False),  # it draws shapes: no secret
         )
     except subprocess.TimeoutExpired as exc:
         raise StagingError(

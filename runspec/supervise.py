@@ -22,7 +22,7 @@ from runspec.launcher import TrainerHandle, start
 from runspec.model import Spec
 from runspec.observer import observe
 from runspec.owner import RunOwner, free_bytes, wait_for_space
-from runspec.paths import ENV_FILE, RunPaths
+from runspec.paths import RunPaths
 from runspec.requests import RunRequests
 from runspec.state import PushRecord, RunRecord, RunStatus, Termination
 
@@ -38,7 +38,6 @@ class SupervisorOptions:
     stop_grace: float = 3600.0  # the longest wait for an epoch boundary after a stop request
     hang_floor: float = 600.0  # no new epoch for max(5 x longest epoch, this): hung
     first_epoch_hang: float = 3600.0
-    environment_file: Path | None = ENV_FILE
 
 
 @dataclass(frozen=True)
@@ -131,13 +130,7 @@ class Supervisor:
             self.spec, self.paths, Path(self.record.data_yaml), resume_from=resume_from
         )
         self._write_deadline()
-        env_file = self.lc.options.environment_file
-        handle = start(
-            job,
-            self.paths,
-            environment_file=env_file if env_file is not None and env_file.is_file() else None,
-            clock=self.clock,
-        )
+        handle = start(job, self.paths, clock=self.clock)
         self.owner.update(run_dir=str(self.paths.run_dir))
         what = f"resuming from {resume_from.name}" if resume_from else "training"
         self.lc.say(f"{what}: {self.spec.train.model}, {self.spec.train.epochs} epochs")

@@ -1,4 +1,9 @@
-"""Fixtures for the system tests: runspecd installed into a freshly booted container."""
+"""Fixtures for the system tests: runspecd installed into a freshly booted container.
+
+The unit is the shipped file exactly as `runspec install` writes it (its sandbox included);
+the test's own changes are in one drop-in, `test.conf`: only where this checkout's code is
+when it is not the one the virtual environment installed (PYTHONPATH).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,26 @@ import pytest
 from tests.system.harness import Container, python_prefix, why_unavailable
 
 REPO = Path(__file__).resolve().parent.parent
+SHIPPED_UNIT = REPO / "systemd" / "runspecd.service"
+UNIT_NAME = "runspecd.service"
+
+
+def code_binds() -> list[Path]:
+    """What the container needs to run this checkout: the interpreter, the virtual
+    environment (when it is not inside the checkout) and the checkout."""
+    venv = Path(sys.prefix)
+    binds = [python_prefix(), REPO]
+    return binds if venv.is_relative_to(REPO) else [*binds, venv]
+
+
+def test_dropin() -> str:
+    """The test's own drop-in: the checkout's code first on the import path when the test
+    runs with PYTHONPATH (a worktree beside the one the venv installed), else nothing."""
+    text = "# The system tests' own settings; the shipped unit is untouched.\n[Service]\n"
+    path = os.environ.get("PYTHONPATH")
+    if path:
+        text += f"Environment=PYTHONPATH={path}\n"
+    return text
 
 
 @dataclass
@@ -47,6 +72,10 @@ def runspecd_container(tmp_path: Path) -> Iterator[Installed]:
         cwd=REPO,
     )
     (root / "etc/runspec/runspecd.yaml").write_text("shutdown_push_timeout: 1m\n")
+    unit = root / "etc/systemd/system" / UNIT_NAME
+    assert unit.read_bytes() == SHIPPED_UNIT.read_bytes(), "install changed the shipped unit"
+    test_conf = root / "etc/systemd/system" / f"{UNIT_NAME}.d" / "test.conf"
+    test_conf.write_text(test_dropin())
     os.chmod(tmp_path, 0o755)  # the bound folders' parents, as the daemon's check sees them
     container = Container(
         tmp_path / "container",
@@ -55,10 +84,14 @@ def runspecd_container(tmp_path: Path) -> Iterator[Installed]:
             (root / "etc/runspec", Path("/etc/runspec")),
             (root / "var/lib/runspec", Path("/var/lib/runspec")),
         ],
-        ro_binds=[python_prefix(), REPO],
+        ro_binds=code_binds(),
     )
     try:
         container.boot()
+        path = os.environ.get("PYTHONPATH")
+        if path:
+            # Units started beside the daemon (the failsafe's timer) import the same code.
+            container.sh('systemctl set-environment PYTHONPATH="$1"', args=(path,))
         yield Installed(container, root)
     finally:
         container.close()

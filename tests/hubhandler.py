@@ -75,21 +75,25 @@ class Handler(BaseHTTPRequestHandler):
                 self._drain()
                 self._json(401, {"error": "Invalid credentials in Authorization header"})
                 return
-            fault = hub._take_fault(op)
-            if fault == "drop":
+            fault = hub._take_fault(op, method)
+            mode = fault.mode if fault is not None else None
+            if mode == "drop":
                 self._drain(partial=True)
                 raise _Dropped
-            if fault == "500":
+            if mode == "500":
                 self._drain()
                 self._json(500, {"error": "injected fault"})
                 return
-            if fault == "echo":
+            if fault is not None and mode == "echo":
                 self._drain()
                 auth = self.headers.get("Authorization", "")
                 self._json(
-                    400,
-                    {"error": f"rejected request with {auth}"},
-                    {"X-Error-Message": f"bad {auth}"},
+                    fault.status,
+                    {
+                        "error": f"rejected request with {auth}",
+                        "request_headers": dict(self.headers.items()),
+                    },
+                    {"X-Error-Message": f"bad {auth}", "X-Echo-Authorization": auth},
                 )
                 return
             handler()

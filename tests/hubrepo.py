@@ -71,8 +71,10 @@ class Repo:
 
 @dataclass
 class Fault:
-    mode: str  # "500" or "drop"
+    mode: str  # "500", "drop" or "echo"
     times: int
+    status: int = 400  # what an "echo" answers
+    method: str | None = None  # only requests with this method (None: any)
 
 
 @dataclass(frozen=True)

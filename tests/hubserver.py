@@ -74,14 +74,23 @@ class HubServer:
             self._thread.join(timeout=10)
 
     # --- fault injection --------------------------------------------------------------------
-    def fail(self, op: str, mode: str = "500", times: int = 1) -> None:
+    def fail(
+        self,
+        op: str,
+        mode: str = "500",
+        times: int = 1,
+        status: int = 400,
+        method: str | None = None,
+    ) -> None:
         """The next `times` requests of kind `op` answer 500, drop the connection, or
-        ("echo") answer 400 with an error message that quotes the request's Authorization
-        header, as a careless proxy might: a test that the client's token is scrubbed."""
+        ("echo") answer `status` with an error message and a header that quote the request's
+        headers, Authorization included, as a careless proxy might: a test that the client's
+        token is scrubbed. `method`: only requests with that method (a download's GET, not
+        the HEAD before it)."""
         if op not in OPS or mode not in ("500", "drop", "echo"):
             raise ValueError(f"unknown fault {op}/{mode}")
         with self._lock:
-            self._faults.setdefault(op, []).append(Fault(mode, times))
+            self._faults.setdefault(op, []).append(Fault(mode, times, status, method))
 
     def lie_about_sha256(self, path: str | None = None) -> None:
         """paths-info reports a wrong sha256 (and blob id) for `path`, or for every file."""
@@ -103,16 +112,16 @@ class HubServer:
     def up(self) -> None:
         self._down = False
 
-    def _take_fault(self, op: str) -> str | None:
+    def _take_fault(self, op: str, method: str) -> Fault | None:
         with self._lock:
             queue = self._faults.get(op) or []
-            if not queue:
+            if not queue or queue[0].method not in (None, method):
                 return None
             fault = queue[0]
             fault.times -= 1
             if fault.times <= 0:
                 queue.pop(0)
-            return fault.mode
+            return fault
 
     # --- inspection and seeding ---------------------------------------------------------------
     def count(self, op: str, status: int | None = None) -> int:

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
+import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,8 +20,9 @@ from runspec.checkpoints import is_intact
 from runspec.control import TrainJob
 from runspec.launcher import unit_name
 from runspec.paths import RunPaths
-from tests.fixtures_training import tiny_spec, wait_epoch
-from tests.system.harness import Container, python_prefix, why_unavailable
+from tests.fixtures_system import code_binds
+from tests.fixtures_training import tiny_spec, wait_epoch, wait_for
+from tests.system.harness import Container, why_unavailable
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -60,7 +64,7 @@ def container(tmp_path: Path) -> Iterator[tuple[Container, Path]]:
     box = Container(
         tmp_path / "container",
         binds=[(state, state)],
-        ro_binds=[python_prefix(), REPO],
+        ro_binds=code_binds(),
     )
     try:
         box.boot()
@@ -114,3 +118,95 @@ def test_the_trainer_runs_as_its_own_unit_and_a_new_handle_stops_it(
     # --collect: the finished unit is gone, not left behind as failed.
     gone = box.sh(f"systemctl is-active {info['unit']}", check=False).stdout.strip()
     assert gone in ("inactive", "unknown")
+
+
+def _holds(path: Path, text: str) -> bool:
+    try:
+        return text.encode() in path.read_bytes()
+    except OSError:
+        return False  # gone meanwhile
+
+
+class HoldingHub:
+    """A Hub address that answers nothing: it records each request's head and holds the
+    connection open, so a trainer fetching a model from it stays alive, waiting, to be looked
+    at. huggingface_hub's first call (agent harnesses, no token) gets a 404 to move it on."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.heads: list[bytes] = []
+        self._held: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return  # closed
+            head = b""
+            while b"\r\n\r\n" not in head and (chunk := conn.recv(4096)):
+                head += chunk
+            if b"agent-harnesses" in head.split(b"\r\n", 1)[0]:
+                conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                conn.close()
+                continue
+            self.heads.append(head)
+            self._held.append(conn)
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self._held:
+            conn.close()
+
+
+def test_a_trainer_fetching_a_hub_model_gets_the_token_by_pipe_and_nothing_else(
+    container: tuple[Container, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The token reaches the trainer's environment (and its Hub request) without ever being in
+    a unit property, a command line, or a file; a provider's key does not reach it at all."""
+    box, state = container
+    token, key = "hf_pipedtoken0123456789abcdef", "vast-key-never-for-the-trainer"
+    # In the driver's environment (nsenter and the driver inherit ours), not its command line.
+    monkeypatch.setenv("HF_TOKEN", token)
+    monkeypatch.setenv("CONTAINER_API_KEY", key)
+    # The launcher passes its environment on; this machine's CA paths are in /etc, which the
+    # container does not have.
+    for name in ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
+    hub = HoldingHub()
+    try:
+        spec = tiny_spec("hubmodel", epochs=1, pretrained=True)
+        paths = RunPaths(state=state, name="hubmodel", project=state / "runs", data_root=state)
+        job = TrainJob.from_spec(spec, paths, state / "data.yaml")
+        env = {**job.env, "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_XET": "1"}
+        env.update(HF_HOME=str(state / "hf"), HF_HUB_ETAG_TIMEOUT="300")
+        replace(job, model="someorg/private-detector", env=env).write(state / "job-in.json")
+        (state / "driver.py").write_text(DRIVER)
+        started = box.sh(
+            f"cd {REPO} && {sys.executable} {state / 'driver.py'} {state} hubmodel start"
+        )
+        info = json.loads(started.stdout.strip().splitlines()[-1])
+        wait_for(lambda: hub.heads, timeout=120, what="the trainer's request to the Hub")
+        lines = hub.heads[0].decode().split("\r\n")[1:]
+        headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines)}
+        assert headers.get("authorization") == f"Bearer {token}", hub.heads[0]
+        environ = box.sh(f"tr '\\0' '\\n' < /proc/{info['pid']}/environ").stdout.splitlines()
+        assert f"HF_TOKEN={token}" in environ
+        assert not any(line.startswith("CONTAINER_API_KEY=") for line in environ)
+        # Nowhere else: any process's command line (the container's are ours to see too), the
+        # unit's properties, its transient file, any file systemd keeps, the trainer's log.
+        assert [p for p in Path("/proc").glob("[0-9]*/cmdline") if _holds(p, token)] == []
+        unit = info["unit"]
+        shown = box.sh(f"systemctl show {unit}; cat /run/systemd/transient/{unit}").stdout
+        assert token not in shown
+        kept = box.sh(
+            'grep -rl --binary-files=text "$1" /run/systemd /etc/systemd /run/credentials; true',
+            args=(token,),
+        ).stdout
+        assert kept == ""
+        assert token not in (paths.run_dir / "console.log").read_text()
+        box.sh(f"systemctl kill --signal=SIGKILL {unit}")  # it waits on the Hub for ever
+    finally:
+        hub.close()

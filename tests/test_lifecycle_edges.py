@@ -19,7 +19,7 @@ from tests.fixtures_run import SpecWriter
 def lifecycle_for(spec_file: Path, state: Path, lines: list[str]) -> Lifecycle:
     spec = load_spec(spec_file)
     accept(spec, state)
-    options = LifecycleOptions(progress=lines.append, skip_preflight=True, environment_file=None)
+    options = LifecycleOptions(progress=lines.append, skip_preflight=True)
     return Lifecycle(spec, RunPaths.for_spec(spec, state), RecordStore(state), options)
 
 

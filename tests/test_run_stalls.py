@@ -39,7 +39,6 @@ def start_lifecycle(
         LifecycleOptions(
             progress=lines.append,
             tick=0.2,
-            environment_file=None,
             **options,  # type: ignore[arg-type]
         ),
     )

@@ -29,6 +29,7 @@ KNOWN_KEYS = (
     "rescan_every",
     "incomplete_wait",
     "shutdown_push_timeout",
+    "writable",
 )
 
 
@@ -51,6 +52,10 @@ class DaemonConfig:
     rescan_every: float = 30.0
     incomplete_wait: float = 60.0
     shutdown_push_timeout: float = 240.0
+    # Folders outside the state folder that specs may write (a volume for push.dir, an
+    # output.project, a dataset.extract_to, an HF_HOME): the unit's sandbox lets the daemon
+    # write only there (`runspec install` writes them into the unit's writable.conf).
+    writable: tuple[Path, ...] = ()
     source: Path | None = None  # the file it was read from, None for defaults
 
     @property
@@ -109,6 +114,19 @@ def _duration(raw: Any, where: str, key: str) -> float | None:
         raise ConfigError(f"{where}: {key}: {exc}") from exc
 
 
+def _writable(raw: Any, where: str) -> tuple[Path, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(item, str) and item for item in raw):
+        raise ConfigError(f"{where}: writable must be a list of folders (absolute paths)")
+    folders = tuple(Path(item).expanduser() for item in raw)
+    relative = [str(folder) for folder in folders if not folder.is_absolute()]
+    if relative:
+        # The unit's sandbox is written from these; relative to what would it be?
+        raise ConfigError(f"{where}: writable: {relative[0]!r} is not an absolute path")
+    return folders
+
+
 def load_config(
     path: Path | None, *, state: Path | None = None, inbox: Path | None = None
 ) -> DaemonConfig:
@@ -159,6 +177,7 @@ def load_config(
         shutdown_push_timeout=(
             _duration(raw.get("shutdown_push_timeout"), where, "shutdown_push_timeout") or 240.0
         ),
+        writable=_writable(raw.get("writable"), where),
         source=source,
     )
 
@@ -176,4 +195,7 @@ DEFAULT_CONFIG_TEXT = """\
 # rescan_every: 30s                # inbox rescan, in case inotify missed something
 # incomplete_wait: 1m              # how long a half-written spec is waited for
 # shutdown_push_timeout: 4m        # at system shutdown, the most spent pushing the last checkpoint
+# writable: [/mnt/volume]          # folders outside the state folder that specs may write (a
+#                                  # volume for push.dir, output.project, dataset.extract_to,
+#                                  # HF_HOME); then `runspec install` and restart runspecd
 """

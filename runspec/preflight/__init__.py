@@ -3,8 +3,9 @@
 `run_preflight` runs the checks in a child process (`python -m runspec.preflight`), because
 they import torch and the daemon must not; the child has a hard timeout, so a wedged driver or
 a hung collective ends as a failed check, never as a stuck run. Phases: `machine` (versions,
-GPUs, matmul, collective, disk, HF_HOME, push target) before anything slow is downloaded;
-`dataset` (libreyolo doctor, the profiler) once the dataset is staged; `all` for both.
+GPUs, matmul, collective, writable folders, disk, HF_HOME, push target) before anything slow
+is downloaded; `dataset` (libreyolo doctor, the profiler) once the dataset is staged; `all`
+for both.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from runspec.errors import RunspecError
 from runspec.model import Spec
 from runspec.paths import RunPaths
 from runspec.preflight.report import CheckResult, CheckStatus, PreflightReport, failed
+from runspec.redact import scrub
+from runspec.secretenv import child_environ, preflight_needs_hub_token
 
 __all__ = ["CheckResult", "CheckStatus", "PreflightReport", "child_env", "run_preflight"]
 
@@ -35,8 +38,9 @@ _REAP_S = 10.0
 
 
 def child_env(spec: Spec) -> dict[str, str]:
-    """The environment the trainer will have: ours plus the spec's `env` (never secrets)."""
-    env = dict(os.environ)
+    """The environment the trainer will have (ours, less every secret, plus the spec's `env`,
+    which holds none), with the Hub token only where the checks need it."""
+    env = child_environ(os.environ, hub_token=preflight_needs_hub_token(spec))
     env.update({k: str(v) for k, v in spec.env.items()})
     return env
 
@@ -104,7 +108,8 @@ def run_preflight(
     if err.strip():
         log.debug("preflight child stderr:\n%s", err.rstrip())
     try:
-        report = PreflightReport.from_json(json.loads(out))
+        # A check's message may quote a Hub's answer, and a Hub or proxy may echo the token.
+        report = PreflightReport.from_json(json.loads(scrub(out)))
     except (ValueError, KeyError, TypeError):
         tail = (err.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
         return PreflightReport(

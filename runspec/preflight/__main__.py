@@ -43,13 +43,15 @@ def _guarded(name: str, check: Callable[[], list[CheckResult]]) -> list[CheckRes
 def machine_checks(
     spec: Spec, paths: RunPaths, timeout: float, collective_one_gpu: bool = False
 ) -> list[CheckResult]:
-    from runspec.preflight import checks, disk
+    from runspec.preflight import checks, disk, sandbox
     from runspec.staging import hf_home_for
 
     results = _guarded("versions", checks.version_checks)
     if not any(r.name == "torch" and r.status.value == "pass" for r in results):
         return results
     results += _guarded("gpu", lambda: _gpu_checks(spec, timeout, collective_one_gpu))
+    # Before the disk and push checks, which write too: a sandbox's refusal names its fix.
+    results += _guarded("writable", lambda: [sandbox.writable_check(spec, paths)])
     data_bytes, note = checks.dataset_bytes(spec, paths.data_root)
     if note is not None:
         results.append(note)

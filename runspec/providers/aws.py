@@ -118,8 +118,11 @@ class AWS(Provider):
     _creds: Credentials | None = None
     _region: str | None = None
 
+    # The key id is no secret on its own, but it is half of one: no child needs it either.
+    secret_env = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+
     def secrets(self) -> tuple[str, ...]:
-        found = [self.env.get("AWS_SECRET_ACCESS_KEY"), self.env.get("AWS_SESSION_TOKEN")]
+        found: list[str | None] = list(super().secrets())
         if self._creds is not None:
             found += [self._creds.secret_key, self._creds.token]
         if self._imds_token:

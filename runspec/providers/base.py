@@ -145,10 +145,18 @@ class Provider:
         self.poll_interval = poll_interval
         self.http = Http(timeout=timeout, secrets=self.secrets())
 
+    # The environment variables that hold this provider's secrets. The finish alone reads them:
+    # no child of the daemon (preflight, trainer) gets them (runspec.secretenv builds its deny
+    # list from every adapter's tuple, so a new adapter cannot be forgotten there).
+    secret_env: ClassVar[tuple[str, ...]] = ()
+
+    def _var(self, name: str) -> str | None:
+        return self.env.get(name)
+
     # What each adapter provides.
     def secrets(self) -> tuple[str, ...]:
         """Values that must never appear in a log line or an error."""
-        return ()
+        return tuple(value for name in self.secret_env if (value := self._var(name)))
 
     def identify(self) -> str:
         """The instance this process runs on; raises ProviderError when it cannot tell."""

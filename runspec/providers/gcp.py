@@ -32,6 +32,8 @@ class GCP(Provider):
         Action.DESTROY: frozenset({"STOPPING", "TERMINATED"}),
     }
     _token: str | None = None
+    # The access token comes from the metadata server when the finish asks; no variable holds it.
+    secret_env = ()
 
     def secrets(self) -> tuple[str, ...]:
         return (self._token,) if self._token else ()

@@ -22,10 +22,7 @@ class Hetzner(Provider):
     going_after: ClassVar[dict[Action, frozenset[str]]] = {
         Action.DESTROY: frozenset({"deleting"}),
     }
-
-    def secrets(self) -> tuple[str, ...]:
-        token = self.env.get("HCLOUD_TOKEN")
-        return (token,) if token else ()
+    secret_env = ("HCLOUD_TOKEN",)
 
     @property
     def metadata(self) -> str:

@@ -21,10 +21,7 @@ class LambdaCloud(Provider):
     going_after: ClassVar[dict[Action, frozenset[str]]] = {
         Action.DESTROY: frozenset({"terminating", "terminated"}),
     }
-
-    def secrets(self) -> tuple[str, ...]:
-        key = self.env.get("LAMBDA_API_KEY")
-        return (key,) if key else ()
+    secret_env = ("LAMBDA_API_KEY",)
 
     @property
     def api(self) -> str:

@@ -24,13 +24,10 @@ class Vast(Provider):
         Action.DESTROY: frozenset(),
     }
     proc_environ = "/proc/1/environ"
+    secret_env = ("CONTAINER_API_KEY",)
 
     def _var(self, name: str) -> str | None:
         return env_or_file(self.env, name, self.env.get("RUNSPEC_PROC_ENVIRON", self.proc_environ))
-
-    def secrets(self) -> tuple[str, ...]:
-        key = self._var("CONTAINER_API_KEY")
-        return (key,) if key else ()
 
     @property
     def api(self) -> str:

@@ -22,6 +22,12 @@ from runspec.preflight.report import CheckResult, failed, passed
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
 from runspec.push.manifest import CHUNK, MANIFEST, ManifestEntry, digest_file
 
+# A pushed copy is the owner's alone, like the run folder it copies (the trainer's UMask=0077):
+# weights and logs may hold what other users of the volume should not read. Whoever is to
+# share them copies them on, or chmods the folder.
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
 
 def _inside(root: Path, relpath: str) -> Path:
     target = (root / relpath).resolve()
@@ -101,7 +107,7 @@ class DirTarget(PushTarget):
         # The manifest goes last, so a reader never sees it name a file not yet in place.
         ordered = sorted(uploads, key=lambda item: item.entry.path == MANIFEST)
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            self.root.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
             for item in ordered:
                 self._write(item)
         except PushFailed:
@@ -112,14 +118,14 @@ class DirTarget(PushTarget):
 
     def _write(self, item: StagedFile) -> None:
         target = _inside(self.root, item.entry.path)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        target.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
         try:
             with os.fdopen(fd, "wb") as dst, item.local.open("rb") as src:
                 shutil.copyfileobj(src, dst, CHUNK)
                 dst.flush()
                 os.fsync(dst.fileno())
-            os.chmod(tmp, 0o644)
+            os.chmod(tmp, FILE_MODE)
             os.replace(tmp, target)
         finally:
             Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,87 @@
+"""runspecd's sandbox on paper: systemd's own scorer rates the shipped unit (and the unit as
+installed, drop-ins included) 2.5 or less, and `runspec install` turns the config's folders
+into the drop-in that lets the daemon write them, and nothing else."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runspec.daemon.config import ConfigError, load_config
+from tests.fixtures_daemon import REPO
+
+UNIT = REPO / "systemd" / "runspecd.service"
+MOST_EXPOSED = 2.5
+_SCORE = re.compile(r"Overall exposure level for runspecd\.service: (\d+\.\d+)")
+
+
+def _exposure(unit: Path) -> float:
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed (apt-get install -y systemd)")
+    out = subprocess.run(
+        ["systemd-analyze", "security", "--offline=true", "--no-pager", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    found = _SCORE.search(out.stdout + out.stderr)
+    assert found is not None, out.stdout + out.stderr
+    return float(found.group(1))
+
+
+def _install(root: Path) -> None:
+    runspec = Path(sys.executable).with_name("runspec")
+    subprocess.run(
+        [sys.executable, "-m", "runspec", "install", "--root", str(root), "--exec", str(runspec)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+        cwd=REPO,
+    )
+
+
+def test_the_shipped_unit_scores_at_most_2_5() -> None:
+    assert _exposure(UNIT) <= MOST_EXPOSED
+
+
+def test_install_writes_the_configs_folders_into_a_dropin_and_the_score_holds(
+    tmp_path: Path,
+) -> None:
+    _install(tmp_path)
+    config = tmp_path / "etc/runspec/runspecd.yaml"
+    # runs: and data: lie inside writable: folders already; inbox: inside the state folder.
+    config.write_text(
+        "runs: /mnt/volume/runs\ndata: /data/sets\ninbox: /var/lib/runspec/in\n"
+        "writable: [/mnt/volume, /data, '/srv/with space']\n"
+    )
+    _install(tmp_path)
+    dropins = tmp_path / "etc/systemd/system/runspecd.service.d"
+    lines = (dropins / "writable.conf").read_text().splitlines()
+    assert 'ReadWritePaths="-/mnt/volume" "-/data" "-/srv/with space"' in lines
+    assert (tmp_path / "etc/systemd/system/runspecd.service").read_text() == UNIT.read_text()
+    assert _exposure(tmp_path / "etc/systemd/system/runspecd.service") <= MOST_EXPOSED
+    # An emptied config empties the drop-in: nothing stays writable by accident.
+    config.write_text("hourly_cost: 1\n")
+    _install(tmp_path)
+    assert "ReadWritePaths" not in (dropins / "writable.conf").read_text()
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("writable: /mnt/volume\n", "writable must be a list"),
+        ("writable: [mnt/volume]\n", "is not an absolute path"),
+        ("writeable: [/mnt/volume]\n", "unknown key 'writeable'"),
+    ],
+)
+def test_the_writable_key_is_checked(tmp_path: Path, text: str, says: str) -> None:
+    config = tmp_path / "runspecd.yaml"
+    config.write_text(text)
+    with pytest.raises(ConfigError, match=says):
+        load_config(config)
