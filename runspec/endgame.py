@@ -326,10 +326,10 @@ class Endgame:
             owner.update(finish=outcome.result.to_json())
             owner.transition(RunStatus.FINISHED, f"finish: {outcome.result.summary}")
         else:
-            owner.update(finish={"deferred": True, "why": outcome.why})
-            owner.transition(
-                RunStatus.FINISHED, f"finish deferred to the machine's end: {outcome.why}"
-            )
+            deferred = f"finish deferred to the machine's end: {outcome.why}"
+            self.say(deferred)
+            owner.update(finish={"deferred": True, "why": outcome.why, "summary": deferred})
+            owner.transition(RunStatus.FINISHED, deferred)
 
     # --- the failsafe ---------------------------------------------------------------------
     def failsafe(self, run: str, finish: FinishSpec, hourly_cost: float | None) -> Outcome:

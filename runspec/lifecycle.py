@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from runspec import failsafe
 from runspec.checkpoints import vouch_after_exit
-from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
+from runspec.clock import SYSTEM, Clock, human_duration, parse_utc_iso, utc_iso
 from runspec.cost import run_cost
 from runspec.endgame import Endgame
 from runspec.errors import RunspecError
@@ -32,6 +32,7 @@ from runspec.paths import ENV_FILE, RunPaths
 from runspec.requests import RunRequests
 from runspec.state import RecordStore, RunRecord, RunStatus, Termination
 from runspec.supervise import RunParts, Supervisor, SupervisorOptions
+from runspec.voice import Transient, error, warning
 
 if TYPE_CHECKING:
     from runspec.push import Pusher
@@ -87,15 +88,16 @@ class Lifecycle:
         return self.owner.record
 
     def say(self, line: str) -> None:
-        """Tell the person watching, and keep it in the run's own log (pushed with it)."""
-        # Progress is the channel people read (stdout, the journal); the log keeps it at debug
-        # level so the daemon's journal does not show every line twice.
-        log.debug("%s: %s", self.spec.name, line)
+        """Tell the person watching, and keep it in the run's own log (pushed with it, read
+        by `runspec logs`). A progress bar (runspec.voice.Transient) is never kept."""
         self.options.progress(line)
+        if isinstance(line, Transient):
+            return
+        stamp = utc_iso(self.clock.time())
         try:
             self.paths.job_dir.mkdir(parents=True, exist_ok=True)
             with open(self.paths.runspec_log, "a") as fh:
-                fh.write(f"{utc_iso(self.clock.time())} {line}\n")
+                fh.writelines(f"{stamp} {part}\n" for part in line.splitlines() or [""])
         except OSError as exc:
             log.warning("%s: cannot write runspec.log: %s", self.spec.name, exc)
 
@@ -140,7 +142,7 @@ class Lifecycle:
                 self.say("detached; the trainer keeps running")
                 break
             if self.requests.aborted.is_set():
-                self.say("second signal: exiting now")
+                self.say(warning("second signal: exiting now"))
                 break
             if self.record.status in (RunStatus.QUEUED, RunStatus.PREFLIGHT, RunStatus.STAGING):
                 if self.requests.poll_cancel(self.paths, self.say):
@@ -200,7 +202,7 @@ class Lifecycle:
             self._fail(self.record.termination or Termination.FAILED_TRAINING, message)
             return True
         if status is RunStatus.PUSHING:
-            self.say(f"the final push broke off: {message}")
+            self.say(error(f"the final push broke off: {message}"))
             self._move(RunStatus.FINISHING, message)  # the finish sees it unverified
             return True
         return False
@@ -226,7 +228,7 @@ class Lifecycle:
         self.owner.transition(status, reason, termination)
 
     def _fail(self, termination: Termination, message: str) -> None:
-        self.say(f"failed: {message}")
+        self.say(error(f"failed: {message}"))
         self._move(RunStatus.PUSHING, message, termination)
 
     def _start(self) -> None:
@@ -251,7 +253,8 @@ class Lifecycle:
         report = run_preflight(
             self.spec, self.paths, "machine", timeout=self.options.preflight_timeout
         )
-        self.options.progress(report.render_text())
+        for line in report.said():
+            self.say(line)
         if report.failed:
             self._fail(Termination.FAILED_PREFLIGHT, report.first_failure())
             return
@@ -273,7 +276,8 @@ class Lifecycle:
             report = run_preflight(
                 self.spec, self.paths, "dataset", timeout=self.options.preflight_timeout
             )
-            self.options.progress(report.render_text())
+            for line in report.said():
+                self.say(line)
             if report.failed:
                 self._fail(Termination.FAILED_PREFLIGHT, report.first_failure())
                 return
@@ -336,7 +340,7 @@ class Lifecycle:
             remaining = self.deadline() + self.spec.budget.overrun - self.clock.time()
             # Past deadline + overrun already: one short, bounded try.
             timeout = max(remaining, 15.0)
-            self.say(f"final push (waiting at most {timeout:.0f} s for it to be verified)")
+            self.say(f"final push (at most {human_duration(timeout)} to verify it)")
             pushed = push_until_verified(
                 pusher,
                 final=True,
@@ -345,7 +349,8 @@ class Lifecycle:
                 give_up=self.requests.aborted,
             )
             if pushed is None:
-                self.say("final push NOT verified: the weights may exist only on this machine")
+                lost = "final push NOT verified: the weights may exist only on this machine"
+                self.say(error(lost))
         term = self.record.termination or Termination.COMPLETED
         if term in NO_FINISH or not self.options.finish:
             self._move(RunStatus.FINISHED, f"{term.value}; finish action not applied")

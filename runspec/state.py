@@ -251,7 +251,8 @@ class RecordStore:
             self.layout.job_dir(name) / DAMAGED_FILE,
             {"reason": reason, "kept_as": kept.name, "time": now},
         )
-        log.error("run %s: its record is damaged (%s); kept as %s", name, reason, kept)
+        # Whoever set it aside tells people (the daemon, as an error line).
+        log.debug("run %s: its record is damaged (%s); kept as %s", name, reason, kept)
         return note
 
     def transition(

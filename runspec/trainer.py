@@ -32,7 +32,7 @@ from libreyolo.training.ddp_spawn import spawn_for_model
 
 from runspec import control
 from runspec.budget import eval_interval_from_args, validates
-from runspec.clock import SYSTEM
+from runspec.clock import SYSTEM, utc_iso
 from runspec.control import EpochMarker, FileStat, TrainerOutcome, TrainerResult, TrainJob
 from runspec.locks import FileLock
 from runspec.modelbuild import build_model, resolve_device
@@ -277,10 +277,14 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return control.EXIT_DUPLICATE
+    # Stamped like runspec.log's lines: `runspec logs` puts what comes between (LibreYOLO's
+    # lines, a traceback) in time order with runspec's own.
+    print(f"{utc_iso(SYSTEM.time())} runspec.trainer: starting (pid {os.getpid()})", flush=True)
     result = run(job)
     control.write_result(Path(job.control_dir), result)
     why = result.detail or result.reason
-    print(f"runspec.trainer: {result.outcome.value} {why}".rstrip(), flush=True)
+    ended = f"{result.outcome.value} {why}".rstrip()
+    print(f"{utc_iso(SYSTEM.time())} runspec.trainer: {ended}", flush=True)
     return result.exit_code if result.exit_code is not None else control.EXIT_FAILED
 
 

@@ -8,6 +8,9 @@ import shutil
 import sys
 from pathlib import Path
 
+from runspec.commands import add_format, print_json
+from runspec.errors import Outcome
+
 UNIT_NAME = "runspecd.service"
 
 
@@ -21,6 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the runspec program the unit runs (default: the one running this command)",
     )
     parser.add_argument("--force", action="store_true", help="overwrite an existing config")
+    add_format(parser)
 
 
 def unit_source() -> Path:
@@ -37,7 +41,7 @@ def _under(root: Path, path: str) -> Path:
     return root / path.lstrip("/")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> Outcome:
     from runspec.daemon.config import DEFAULT_CONFIG_TEXT
     from runspec.errors import UsageError
 
@@ -73,8 +77,12 @@ def run(args: argparse.Namespace) -> int:
     unit.write_text(unit_text(executable))
     os.chmod(unit, 0o644)
     done.append(f"unit {unit}")
+    nxt = "systemctl daemon-reload && systemctl enable --now runspecd"
+    if args.format == "json":
+        print_json({"installed": done, "next": nxt if root == Path("/") else None})
+        return Outcome.OK
     for line in done:
         print(f"installed {line}")
     if root == Path("/"):
-        print("next: systemctl daemon-reload && systemctl enable --now runspecd")
-    return 0
+        print(f"next: {nxt}")
+    return Outcome.OK
