@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runspec import failsafe
+from runspec.alerts import Alerts
 from runspec.checkpoints import vouch_after_exit
 from runspec.clock import SYSTEM, Clock, human_duration, parse_utc_iso, utc_iso
 from runspec.cost import run_cost
@@ -32,6 +33,7 @@ from runspec.paths import ENV_FILE, RunPaths
 from runspec.requests import RunRequests
 from runspec.state import RecordStore, RunRecord, RunStatus, Termination
 from runspec.supervise import RunParts, Supervisor, SupervisorOptions
+from runspec.views import messages
 from runspec.voice import Transient, error, warning
 
 if TYPE_CHECKING:
@@ -57,6 +59,7 @@ class LifecycleOptions:
     # The daemon's EnvironmentFile: a trainer started as its own systemd unit reads the same
     # secrets (HF_TOKEN) from it, never from its command line.
     environment_file: Path | None = ENV_FILE
+    notify: tuple[str, ...] = ()  # the daemon config's URLs, for a spec without `notify:`
 
 
 class Lifecycle:
@@ -82,6 +85,7 @@ class Lifecycle:
         self.requests = requests or RunRequests()
         self.lock = lock or RunLock(paths)
         self._pusher: Pusher | None = None
+        self.alerts = Alerts.choose(spec.notify, self.options.notify, self.say)
 
     @property
     def record(self) -> RunRecord:
@@ -317,6 +321,7 @@ class Lifecycle:
             clock=self.clock,
             say=self.say,
             pusher=self.pusher,
+            alerts=self.alerts,
             options=SupervisorOptions(
                 tick=opts.tick,
                 stop_grace=opts.stop_grace,
@@ -336,6 +341,7 @@ class Lifecycle:
             # No writer is left: every whole checkpoint on the disk is complete, pushed too.
             vouch_after_exit(self.paths.run_dir, self.paths.control_dir, self.clock.time())
         pusher = self.pusher()
+        pushed = None
         if pusher is not None:
             remaining = self.deadline() + self.spec.budget.overrun - self.clock.time()
             # Past deadline + overrun already: one short, bounded try.
@@ -353,6 +359,10 @@ class Lifecycle:
                 self.say(error(lost))
         term = self.record.termination or Termination.COMPLETED
         if term in NO_FINISH or not self.options.finish:
+            nxt = f"no finish action ({term.value}): the machine is kept"
+            said = messages.ended(self.spec, self.paths, self.record, pushed is not None, nxt)
+            # Waited for (bounded): `runspec run` ends right after, and its threads with it.
+            self.alerts.send_and_wait(said)
             self._move(RunStatus.FINISHED, f"{term.value}; finish action not applied")
         else:
             self._move(RunStatus.FINISHING, f"{term.value}; applying the finish action")
@@ -363,6 +373,7 @@ class Lifecycle:
             clock=self.clock,
             dry_run=self.options.finish_dry_run,
             say=self.say,
+            notify=self.options.notify,
         )
         endgame.finish_run(self.spec, self.paths, self.owner)
         self._note_cost()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runspec import control
+from runspec.alerts import Alerts
 from runspec.budget import Planner, eval_interval_of, last_epoch_in_budget, validates
 from runspec.checkpoints import newest_intact_checkpoint
 from runspec.clock import Clock, human_duration, parse_utc_iso
@@ -25,6 +26,7 @@ from runspec.owner import RunOwner, checkpoint_room, short_of_room, wait_for_spa
 from runspec.paths import ENV_FILE, RunPaths
 from runspec.requests import RunRequests
 from runspec.state import PushRecord, RunRecord, RunStatus, Termination
+from runspec.views import messages
 from runspec.views.epochline import epoch_line
 from runspec.voice import error, notice, warning
 
@@ -55,6 +57,7 @@ class RunParts:
     say: Callable[[str], None]
     pusher: Callable[[], Pusher | None]
     options: SupervisorOptions
+    alerts: Alerts
 
     @property
     def record(self) -> RunRecord:
@@ -140,6 +143,8 @@ class Supervisor:
         self.owner.update(run_dir=str(self.paths.run_dir))
         what = f"resuming from {resume_from.name}" if resume_from else "training"
         self.lc.say(f"{what}: {self.spec.train.model}, {self.spec.train.epochs} epochs")
+        if resume_from is None and self.record.restarts_used == 0:
+            self.lc.alerts.send(messages.started(self.spec, self.record))
         self.last_progress = self.clock.monotonic()
         self.epoch_since_launch = False
         return handle
@@ -187,12 +192,7 @@ class Supervisor:
             if marker is not None and marker.time != self.last_marker_time:
                 self._epoch_ended(handle, marker)
             if self._past_point_of_no_return():
-                lc.say(
-                    notice(
-                        "budget: the epoch in progress would eat the final push's reserve; "
-                        "ending it"
-                    )
-                )
+                self._budget("the epoch in progress would eat the final push's reserve; ending it")
                 self.stopping = Termination.BUDGET
                 handle.kill_now()
                 break
@@ -243,13 +243,16 @@ class Supervisor:
             return
         next_validates = validates(marker.epoch + 1, total, interval)
         if not self.planner.fits_another_epoch(next_validates, pending, rate):
-            self.lc.say(
-                notice(
-                    f"budget: epoch {marker.epoch + 1} may not leave time for the final push; "
-                    "the trainer stops at the next boundary"
-                )
+            self._budget(
+                f"epoch {marker.epoch + 1} may not leave time for the final push; the trainer "
+                f"stops at the next boundary, after epoch {marker.epoch} of {total}"
             )
             self._ask_stop(handle, Termination.BUDGET, "budget")
+
+    def _budget(self, why: str) -> None:
+        """The budget ends training early: said, and sent to whoever walked away."""
+        self.lc.say(notice(f"budget: {why}"))
+        self.lc.alerts.send(messages.budget_stop(self.spec, why))
 
     def _write_deadline(self) -> None:
         """The stop time and the planner's next-epoch prediction for each kind, so the trainer,

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from runspec.alerts import URL_FORM, URL_HINT
 from runspec.errors import UsageError
 from runspec.model import FinishAction, FinishSpec
 from runspec.paths import default_state_dir
@@ -29,6 +30,7 @@ KNOWN_KEYS = (
     "rescan_every",
     "incomplete_wait",
     "shutdown_push_timeout",
+    "notify",
 )
 
 
@@ -51,6 +53,8 @@ class DaemonConfig:
     rescan_every: float = 30.0
     incomplete_wait: float = 60.0
     shutdown_push_timeout: float = 240.0
+    # Notification URLs for runs whose spec has no `notify:`, and for the idle finish.
+    notify: tuple[str, ...] = ()
     source: Path | None = None  # the file it was read from, None for defaults
 
     @property
@@ -93,6 +97,22 @@ def _finish(raw: Any, where: str) -> FinishSpec:
     return FinishSpec(
         action=action, provider=str(raw.get("provider", "auto")), command=tuple(command)
     )
+
+
+def _notify(raw: Any, where: str) -> tuple[str, ...]:
+    """The same URLs a spec's `notify:` takes, checked by the same rules."""
+    from runspec.rules import check_rules
+
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(u, str) and u for u in raw):
+        raise ConfigError(f"{where}: notify must be a list of notification URLs")
+    for finding in check_rules({"notify": raw}):
+        raise ConfigError(f"{where}: notify[{finding.path[-1]}]: {finding.message}")
+    for url in raw:
+        if not URL_FORM.match(url):
+            raise ConfigError(f"{where}: notify: {url!r} is not a notification URL ({URL_HINT})")
+    return tuple(raw)
 
 
 def _path(raw: Any, base: Path) -> Path:
@@ -159,6 +179,7 @@ def load_config(
         shutdown_push_timeout=(
             _duration(raw.get("shutdown_push_timeout"), where, "shutdown_push_timeout") or 240.0
         ),
+        notify=_notify(raw.get("notify"), where),
         source=source,
     )
 
@@ -176,4 +197,6 @@ DEFAULT_CONFIG_TEXT = """\
 # rescan_every: 30s                # inbox rescan, in case inotify missed something
 # incomplete_wait: 1m              # how long a half-written spec is waited for
 # shutdown_push_timeout: 4m        # at system shutdown, the most spent pushing the last checkpoint
+# notify: [ntfy://my-topic]        # apprise URLs for runs whose spec has no notify: (and the
+#                                  # idle finish); secrets as ${NAME}, set in /etc/runspec/env
 """

@@ -28,7 +28,7 @@ from runspec.owner import RunLock
 from runspec.paths import StateLayout
 from runspec.state import RecordStore, RunRecord, RunStatus, Termination
 from runspec.views.report import summary_lines
-from runspec.voice import error, tagged
+from runspec.voice import error, like, tagged
 
 log = logging.getLogger("runspec.daemon")
 
@@ -134,6 +134,7 @@ class RunKeeper:
             finish=True,
             finish_dry_run=self.cfg.finish_dry_run,
             progress=self._run_progress(record.name),
+            notify=self.cfg.notify,
         )
         return Lifecycle(spec, paths, self.store, options, clock=self.clock, lock=lock)
 
@@ -233,7 +234,8 @@ class RunKeeper:
             self.layout,
             clock=self.clock,
             dry_run=self.cfg.finish_dry_run,
-            say=say or (lambda line: self.progress(f"machine: {line}")),
+            say=say or (lambda line: self.progress(like(line, f"machine: {line}"))),
+            notify=self.cfg.notify,
         )
 
     def end_machine_if_armed(self) -> None:
