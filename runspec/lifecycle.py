@@ -343,6 +343,9 @@ class Lifecycle:
         pusher = self.pusher()
         pushed = None
         if pusher is not None:
+            from runspec.push.report import prepare
+
+            prepare(self.spec, self.paths, self.record, self.say)  # the curves and the card
             remaining = self.deadline() + self.spec.budget.overrun - self.clock.time()
             # Past deadline + overrun already: one short, bounded try.
             timeout = max(remaining, 15.0)

@@ -15,6 +15,7 @@ Before exiting it writes `<control_dir>/result.json` and exits with a code from 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import shutil
@@ -161,6 +162,10 @@ def train_kwargs(job: TrainJob, device: str, callback: StopControl) -> dict[str,
     )
     if job.resume_from is not None:
         kwargs["resume"] = True
+    if "save_plots" not in kwargs and importlib.util.find_spec("matplotlib") is not None:
+        # LibreYOLO's own pictures of the last validation (val/plots/): the final push
+        # carries them to the Hub with the weights (libreyolo[plots] brings matplotlib).
+        kwargs["save_plots"] = True
     return kwargs
 
 
