@@ -78,5 +78,6 @@ def run(args: argparse.Namespace) -> Outcome:
     if as_json:
         print_json(record.to_json())
     else:
-        progress("\n".join(summary_lines(spec, paths, record)))
+        for line in summary_lines(spec, paths, record):
+            progress(line)
     return run_outcome(run_safety(paths, spec, record), record)

@@ -155,7 +155,9 @@ class RunKeeper:
         except RunspecError as exc:
             self.progress(f"{record.name}: {record.status.value}; its spec is unreadable: {exc}")
             return
-        self._run_progress(record.name)("\n".join(summary_lines(spec, paths, record, self.clock)))
+        say = self._run_progress(record.name)
+        for line in summary_lines(spec, paths, record, self.clock):
+            say(line)  # one by one: each keeps its priority
 
     def _broke(self, name: str, why: str) -> None:
         retry = self.retry.setdefault(name, Retry())
