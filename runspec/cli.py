@@ -108,6 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
     for name, module_name, help_text in COMMANDS:
         module = importlib.import_module(f"runspec.commands.{module_name}")
         cmd = sub.add_parser(name, help=help_text, description=help_text)
+        # -v after the command too (`runspec daemon -v`); SUPPRESS keeps the one given first.
+        cmd.add_argument(
+            "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug logging"
+        )
         module.add_arguments(cmd)
         cmd.set_defaults(_run=module.run)
     return parser

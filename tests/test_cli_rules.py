@@ -61,7 +61,7 @@ def test_an_invalid_spec_exits_two_from_every_command(
         ["daemon", "--config", "/nonexistent/runspecd.yaml"],
         ["status", "--no-such-option"],  # argparse's own usage error
     ],
-    ids=lambda a: " ".join(a),
+    ids=" ".join,
 )
 def test_json_errors_are_json(args: list[str], tmp_path: Path) -> None:
     out = _runspec(*args, "--state", str(tmp_path), "--json")

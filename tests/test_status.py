@@ -10,8 +10,10 @@ import threading
 import time
 from pathlib import Path
 
+from runspec import control
 from runspec.accept import accept
 from runspec.clock import SYSTEM, parse_utc_iso, utc_iso
+from runspec.control import EpochMarker
 from runspec.loader import load_spec_text
 from runspec.state import PushRecord, RecordStore, RunStatus
 from tests.fixtures_daemon import REPO, spec_text, wait_until
@@ -84,6 +86,29 @@ def test_status_table_and_json(tmp_path: Path) -> None:
     assert [r["name"] for r in rows] == ["alpha"]
     assert rows[0]["epoch"] == 12 and rows[0]["last_push"]["epoch"] == 10
     assert 3 * 3600 - 120 < rows[0]["budget_left_seconds"] <= 3 * 3600
+
+
+def test_status_says_where_the_budget_stops_a_run(tmp_path: Path) -> None:
+    """From the planner's own figures in the control folder: the stop time, the next epochs'
+    predicted lengths, and when the last epoch ended."""
+    state = tmp_path / "state"
+    _training(state, "eps")
+    control_dir = state / "jobs" / "eps" / "control"
+    ended = SYSTEM.time() - 30
+    control.write_epoch_marker(
+        control_dir, EpochMarker(12, 100, 60.0, False, ended, {})
+    )  # fmt: skip
+    # Validation every 10 epochs (the spec's default): epoch 20 takes 90 s, the others 60 s;
+    # epochs 13 to 19 and 20 fit before the stop time, 21 would not.
+    guesses = {"validating": 90.0, "plain": 60.0}
+    control.write_deadline(control_dir, ended + 7 * 60 + 90 + 5, guesses)
+    out = _runspec("status", "--state", str(state))
+    assert "eps: the budget stops this run at about epoch 20 of 100" in out.stdout, out.stdout
+    rows = json.loads(_runspec("status", "--json", "--state", str(state)).stdout)
+    assert rows[0]["budget_stops_at_epoch"] == 20
+    # With room for every epoch it says nothing of the kind.
+    control.write_deadline(control_dir, ended + 100 * 90, guesses)
+    assert "the budget stops" not in _runspec("status", "--state", str(state)).stdout
 
 
 def test_status_watch_redraws_as_the_run_moves_and_ends_on_ctrl_c(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ push's size; the push's own verified line says what arrived.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Sequence
 
@@ -26,10 +27,19 @@ def _written(proc: psutil.Process) -> int | None:
         return None  # no /proc/self/io here: the push goes on without a figure
 
 
+def _no_client_bars() -> None:
+    """huggingface_hub draws its own upload bars on stderr, outside the one stream people
+    read (and into the journal, a line per redraw): the meter says the same, once."""
+    hub = sys.modules.get("huggingface_hub")
+    if hub is not None:
+        hub.utils.disable_progress_bars()
+
+
 def send(
     target: PushTarget, uploads: Sequence[StagedFile], message: str, meter: Meter
 ) -> str | None:
     """`target.push(uploads, message)`, its progress counted into `meter` meanwhile."""
+    _no_client_bars()
     proc = psutil.Process()
     base = _written(proc)
     stop = threading.Event()
