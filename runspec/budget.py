@@ -213,6 +213,18 @@ class Planner:
         # is at most as long as a validating one.
         return longest * VALIDATION_FACTOR if next_validates else longest
 
+    def cuts_at(self, ended_at: float, epoch: int, total: int, eval_interval: int) -> int | None:
+        """The epoch the budget will stop training after, when that is before the last."""
+        last = last_epoch_in_budget(
+            self.stop_at(), ended_at, epoch, total, eval_interval, self.predict_epoch
+        )
+        return last if last is not None and last < total else None
+
+    def guesses(self) -> dict[str, float]:
+        """The next epoch's predicted length by kind (`validating`, `plain`), where known."""
+        kinds = {"validating": self.predict_epoch(True), "plain": self.predict_epoch(False)}
+        return {kind: guess for kind, guess in kinds.items() if guess is not None}
+
     def fits_another_epoch(
         self, next_validates: bool, pending_bytes: int, upload_rate: float | None = None
     ) -> bool:

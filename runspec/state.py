@@ -49,6 +49,15 @@ class Termination(str, enum.Enum):
     LOST = "lost"  # the trainer died and no restart was left
 
 
+# How a trainer that stopped on request ended, by the reason written into the control folder.
+STOP_REASONS = {
+    "budget": Termination.BUDGET,
+    "deadline": Termination.BUDGET,
+    "cancel": Termination.CANCELLED,
+    "interrupt": Termination.INTERRUPTED,
+}
+
+
 S = RunStatus
 ALLOWED: dict[RunStatus, frozenset[RunStatus]] = {
     S.QUEUED: frozenset({S.PREFLIGHT, S.FINISHED}),

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from runspec import control
 from runspec.alerts import Alerts
-from runspec.budget import Planner, eval_interval_of, last_epoch_in_budget, validates
+from runspec.budget import Planner, eval_interval_of, validates
 from runspec.checkpoints import newest_intact_checkpoint
 from runspec.clock import Clock, human_duration, parse_utc_iso
 from runspec.control import TrainJob
@@ -25,7 +25,7 @@ from runspec.observer import observe
 from runspec.owner import RunOwner, checkpoint_room, short_of_room, wait_for_space
 from runspec.paths import ENV_FILE, RunPaths
 from runspec.requests import RunRequests
-from runspec.state import PushRecord, RunRecord, RunStatus, Termination
+from runspec.state import STOP_REASONS, PushRecord, RunRecord, RunStatus, Termination
 from runspec.views import messages
 from runspec.views.epochline import epoch_line
 from runspec.voice import error, notice, warning
@@ -68,19 +68,6 @@ class RunParts:
         return parse_utc_iso(self.record.deadline)
 
 
-def _no_space(reason: str) -> bool:
-    return control.NO_SPACE in reason or "Errno 28" in reason
-
-
-# How a trainer that stopped on request ended, by the reason written into the control folder.
-REASONS = {
-    "budget": Termination.BUDGET,
-    "deadline": Termination.BUDGET,
-    "cancel": Termination.CANCELLED,
-    "interrupt": Termination.INTERRUPTED,
-}
-
-
 class Supervisor:
     def __init__(self, parts: RunParts) -> None:
         self.lc = parts
@@ -108,7 +95,7 @@ class Supervisor:
     def run(self) -> None:
         # Every route to a live trainer is tried before a new one is started: a lost
         # trainer.json must never mean two trainers in one run folder.
-        handle = TrainerHandle.find(self.paths)
+        handle = TrainerHandle.find(self.paths, log_line=self._found_again)
         if handle is None:
             handle = self._launch(resume_from=None)
         elif handle.alive():
@@ -127,6 +114,12 @@ class Supervisor:
         finally:
             self.requests.serve_push_now(False)
 
+    def _found_again(self, line: str) -> None:
+        # A trainer found without its trainer.json is news for people; the handle's other
+        # lines (each signal it sends) belong to the debug log.
+        if line.startswith("found the run's live trainer"):
+            self.lc.say(warning(line))
+
     def _launch(self, resume_from: Path | None) -> TrainerHandle:
         assert self.record.data_yaml is not None
         job = TrainJob.from_spec(
@@ -142,7 +135,9 @@ class Supervisor:
         )
         self.owner.update(run_dir=str(self.paths.run_dir))
         what = f"resuming from {resume_from.name}" if resume_from else "training"
-        self.lc.say(f"{what}: {self.spec.train.model}, {self.spec.train.epochs} epochs")
+        unit = f", unit {handle.unit}" if handle.unit else ""
+        train = f"{self.spec.train.model}, {self.spec.train.epochs} epochs"
+        self.lc.say(f"{what}: {train} (trainer pid {handle.identity.pid}{unit})")
         if resume_from is None and self.record.restarts_used == 0:
             self.lc.alerts.send(messages.started(self.spec, self.record))
         self.last_progress = self.clock.monotonic()
@@ -231,13 +226,9 @@ class Supervisor:
         rate = pusher.upload_rate() if pusher is not None else None
         self._write_deadline()
         total, interval = marker.total_epochs, eval_interval_of(self.spec)
-        stops_at = last_epoch_in_budget(
-            self.planner.stop_at(), marker.time, marker.epoch, total, interval,
-            self.planner.predict_epoch,
-        )  # fmt: skip
+        cut = self.planner.cuts_at(marker.time, marker.epoch, total, interval)
         obs = observe(self.paths.run_dir, self.paths.control_dir)
         left = self.lc.deadline() - self.clock.time()
-        cut = stops_at if stops_at is not None and stops_at < total else None
         self.lc.say(epoch_line(marker.epoch, total, obs, left, cut))
         if marker.epoch >= total or self.stopping is not None:
             return
@@ -255,14 +246,10 @@ class Supervisor:
         self.lc.alerts.send(messages.budget_stop(self.spec, why))
 
     def _write_deadline(self) -> None:
-        """The stop time and the planner's next-epoch prediction for each kind, so the trainer,
-        deciding at the boundary itself, stops when the planner would."""
-        guesses = {
-            name: self.planner.predict_epoch(kind)
-            for name, kind in (("validating", True), ("plain", False))
-        }
-        known = {name: g for name, g in guesses.items() if g is not None}
-        control.write_deadline(self.paths.control_dir, self.planner.stop_at(), known)
+        """The stop time and the planner's next-epoch predictions, so the trainer, deciding at
+        the boundary itself, stops when the planner would."""
+        planner = self.planner
+        control.write_deadline(self.paths.control_dir, planner.stop_at(), planner.guesses())
 
     def _ask_stop(self, handle: TrainerHandle, why: Termination, reason: str) -> None:
         if self.stopping is not None:
@@ -270,7 +257,8 @@ class Supervisor:
         self.stopping = why
         self.stop_asked_at = self.clock.monotonic()
         handle.request_stop(reason)
-        self.lc.say(f"stop requested ({why.value}): the trainer stops at the next epoch boundary")
+        if why is not Termination.BUDGET:  # the budget's own line said it
+            self.lc.say(f"stop requested ({why.value}): the trainer stops at the next boundary")
         if self.record.status is RunStatus.TRAINING:
             self.owner.transition(RunStatus.STOPPING, reason, why)
 
@@ -316,10 +304,10 @@ class Supervisor:
             self._end(self.stopping or Termination.COMPLETED, "training completed")
             return None
         if result is not None and result.outcome == "stopped":
-            why = self.stopping or REASONS.get(result.reason or "", Termination.INTERRUPTED)
+            why = self.stopping or STOP_REASONS.get(result.reason or "", Termination.INTERRUPTED)
             self._end(why, f"training stopped at epoch {self.last_epoch} ({why.value})")
             return None
-        out_of_space = result is not None and _no_space(result.reason) and not done
+        out_of_space = result is not None and control.no_space(result.reason) and not done
         if result is not None and result.outcome in ("failed", "killed") and not done:
             # A trainer that died on a full disk may not even have said so (its result.json
             # needs space too): what the disk says now decides.
@@ -331,7 +319,12 @@ class Supervisor:
                 return self._launch(resume_from=newest_intact_checkpoint(self.paths.run_dir))
             if self.requests.detached.is_set():
                 return None  # still waiting for space; whoever drives it next goes on waiting
-        if result is not None and result.outcome == "failed" and done and _no_space(result.reason):
+        if (
+            result is not None
+            and result.outcome == "failed"
+            and done
+            and control.no_space(result.reason)
+        ):
             self._end(Termination.COMPLETED, "training completed (its last writes met a full disk)")
             return None
         if result is not None and result.outcome == "failed":
