@@ -28,7 +28,6 @@ demo: $(BIN)/.installed
 	printf '# the demo runs on the defaults\n' > .demo/runspecd.yaml
 	$(BIN)/runspec submit specs/quickstart.yaml --state $(DEMO_STATE)
 	$(BIN)/runspec daemon --once --state $(DEMO_STATE) --config .demo/runspecd.yaml
-	@echo "pushed and verified: $$(ls $(DEMO_STATE)/pushed/quickstart/weights | tr '\n' ' ')"
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check runspec tests bench

@@ -15,7 +15,7 @@ from the longest recent epoch of the same kind (validating epochs take longer), 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from runspec.clock import SYSTEM, Clock, parse_utc_iso
@@ -78,6 +78,29 @@ def validates(epoch: int, total_epochs: int, eval_interval: int) -> bool:
     if eval_interval <= 0:
         return False
     return epoch % eval_interval == 0 or epoch >= total_epochs
+
+
+def last_epoch_in_budget(
+    stop_at: float,
+    ended_at: float,
+    epoch: int,
+    total_epochs: int,
+    eval_interval: int,
+    predict: Callable[[bool], float | None],
+) -> int | None:
+    """The epoch the budget stops training after: going on from `epoch` (ended at `ended_at`),
+    each next epoch as long as `predict(validating)` says, the trainer's own rule at each
+    boundary (runspec.trainer: no epoch that would end past `stop_at`). None while no epoch
+    was measured."""
+    at, done = ended_at, epoch
+    while done < total_epochs:
+        guess = predict(validates(done + 1, total_epochs, eval_interval))
+        if guess is None:
+            return None
+        if at + guess > stop_at:
+            break
+        at, done = at + guess, done + 1
+    return done
 
 
 @dataclass(frozen=True)
@@ -189,6 +212,18 @@ class Planner:
         # Only the other kind seen: a validating epoch is longer than a plain one; a plain one
         # is at most as long as a validating one.
         return longest * VALIDATION_FACTOR if next_validates else longest
+
+    def cuts_at(self, ended_at: float, epoch: int, total: int, eval_interval: int) -> int | None:
+        """The epoch the budget will stop training after, when that is before the last."""
+        last = last_epoch_in_budget(
+            self.stop_at(), ended_at, epoch, total, eval_interval, self.predict_epoch
+        )
+        return last if last is not None and last < total else None
+
+    def guesses(self) -> dict[str, float]:
+        """The next epoch's predicted length by kind (`validating`, `plain`), where known."""
+        kinds = {"validating": self.predict_epoch(True), "plain": self.predict_epoch(False)}
+        return {kind: guess for kind, guess in kinds.items() if guess is not None}
 
     def fits_another_epoch(
         self, next_validates: bool, pending_bytes: int, upload_rate: float | None = None

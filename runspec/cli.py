@@ -1,27 +1,49 @@
 """`runspec`: the command line. Exit codes come from here and nowhere else.
 
 Each command lives in `runspec/commands/<name>.py` with `add_arguments(parser)` and
-`run(args) -> int`; command modules keep heavy imports inside `run`, so `runspec validate`
+`run(args) -> Outcome`; command modules keep heavy imports inside `run`, so `runspec validate`
 starts without torch, libreyolo, huggingface_hub or apscheduler.
+
+One rule for every command (the README's table):
+
+    0  it did what was asked: every spec valid, every check passed, the run completed (or the
+       budget stopped it) with its final push verified
+    1  it did it and the answer is a failure: the run failed, a preflight check failed
+    2  the command was used wrongly, a file could not be read, or a spec is invalid
+    3  the run ended but its final push could not be verified
+
+With `--json` (or `--format json`) standard output holds only JSON, errors included.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
+import json
 import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from runspec import __version__, redact
-from runspec.errors import EXIT_USAGE, RunspecError
-from runspec.printable import printable_lines, setup_logging
+from runspec.errors import Outcome, RunspecError, SpecInvalid
+from runspec.printable import printable_lines
+from runspec.voice import Stream, setup_logging
 
 log = logging.getLogger("runspec")
 
 # The commands that write a run's files.
 OWNER_ONLY = frozenset({"run", "daemon", "preflight"})
+
+EXIT_CODES: dict[Outcome, int] = {
+    Outcome.OK: 0,
+    Outcome.FAILED: 1,
+    Outcome.INVALID: 2,
+    Outcome.USAGE: 2,
+    Outcome.UNVERIFIED: 3,
+}
 
 # (command, module, one-line help), in the order `runspec --help` lists them.
 COMMANDS: list[tuple[str, str, str]] = [
@@ -33,17 +55,57 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("submit", "submit", "validate a spec, record its provenance, copy it into the inbox"),
     ("daemon", "daemon", "the daemon in the foreground (what runspecd.service runs)"),
     ("status", "status", "runs, epoch, ETA, best metric, last verified push, budget, cost"),
-    ("logs", "logs", "a run's training log (-f follows it)"),
+    ("logs", "logs", "a run's story: runspec's lines and the training's output (-f follows)"),
     ("cancel", "cancel", "stop a run at the next epoch boundary, push, keep the machine"),
     ("rm", "rm", "retire a finished run so its name is free; its weights stay"),
     ("install", "install", "put the systemd unit, folders and default config in place"),
 ]
 
 
+def exit_code(outcome: Outcome) -> int:
+    return EXIT_CODES[outcome]
+
+
+def wants_json(argv: Sequence[str]) -> bool:
+    """Whether the command line asks for JSON (read before parsing: a parse error too is
+    answered in JSON then)."""
+    args = list(argv)
+    if "--json" in args or "--format=json" in args:
+        return True
+    return any(a == "--format" and b == "json" for a, b in itertools.pairwise(args))
+
+
+def print_error(as_json: bool, outcome: Outcome, message: str, **extra: object) -> None:
+    if as_json:
+        json.dump(
+            {"error": outcome.value, "message": redact.scrub(message), **extra},
+            sys.stdout,
+            indent=2,
+        )
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    else:
+        print(f"runspec: {printable_lines(redact.scrub(message))}", file=sys.stderr)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors in JSON when the command line asks for JSON."""
+
+    json_errors = False
+
+    def error(self, message: str) -> NoReturn:
+        if not Parser.json_errors:
+            super().error(message)
+        print_error(True, Outcome.USAGE, f"{self.prog}: {message}")
+        sys.exit(exit_code(Outcome.USAGE))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="runspec",
         description="Declarative LibreYOLO training runs on rented GPU machines.",
+        epilog="exit status: 0 done, 1 a run or a check failed, 2 a bad command line, file or "
+        "spec, 3 the run ended but its final push was not verified",
     )
     parser.add_argument("--version", action="version", version=f"runspec {__version__}")
     parser.add_argument(
@@ -54,6 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     for name, module_name, help_text in COMMANDS:
         module = importlib.import_module(f"runspec.commands.{module_name}")
         cmd = sub.add_parser(name, help=help_text, description=help_text)
+        # -v after the command too (`runspec daemon -v`); SUPPRESS keeps the one given first.
+        cmd.add_argument(
+            "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug logging"
+        )
         module.add_arguments(cmd)
         cmd.set_defaults(_run=module.run)
     return parser
@@ -62,35 +128,35 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     # Before anything can log: no record, debug ones included, ever carries a secret.
     redact.install()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    as_json = wants_json(argv)
+    Parser.json_errors = as_json
     parser = build_parser()
     args = parser.parse_args(argv)
-    # Commands print what a person needs; the log adds detail only with -v. The daemon sets
-    # up its own logging for the journal.
-    setup_logging(
-        logging.DEBUG
-        if args.verbose
-        else logging.INFO
-        if args.command == "daemon"
-        else logging.WARNING,
-        "%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    # Commands print what a person needs; logging adds detail only with -v. The daemon and
+    # `run` point it at their own stream.
+    setup_logging(Stream(sys.stderr), args.verbose)
     if args.command in OWNER_ONLY:
         # As runspecd.service's UMask=0077, wherever it runs (a terminal, a container without
         # systemd): run folders, weights, pushed copies and records are their owner's alone.
         os.umask(0o077)
-    # APScheduler logs every job run at INFO: noise in a journal that people read.
-    logging.getLogger("apscheduler").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     try:
-        code: int = args._run(args)
+        outcome = args._run(args)
+    except SpecInvalid as exc:
+        problems = [p.as_dict() for p in exc.problems]
+        print_error(as_json, exc.outcome, str(exc), problems=problems)
+        return exit_code(exc.outcome)
     except RunspecError as exc:
         log.debug("command failed", exc_info=True)
-        print(f"runspec: {printable_lines(redact.scrub(str(exc)))}", file=sys.stderr)
-        return exc.exit_code
+        print_error(as_json, exc.outcome, str(exc))
+        return exit_code(exc.outcome)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        return EXIT_USAGE
-    return code
+        return exit_code(Outcome.USAGE)
+    if not isinstance(outcome, Outcome):
+        raise TypeError(f"runspec {args.command} returned {outcome!r}, not an Outcome")
+    return exit_code(outcome)
 
 
 def entrypoint() -> None:

@@ -68,7 +68,9 @@ def parse_utc_iso(text: str) -> float:
 
 
 def human_duration(seconds: float) -> str:
-    """`3h41m`, `12m05s`, `42s`: how runspec prints a span to people."""
+    """`3h41m`, `12m05s`, `42s`, `0.4s`: how runspec prints a span to people, everywhere."""
+    if 0 <= seconds < 9.95:  # tenths matter only for short spans
+        return f"{seconds:.1f}".removesuffix(".0") + "s"
     seconds = max(0, round(seconds))
     td = timedelta(seconds=seconds)
     hours, rem = divmod(int(td.total_seconds()), 3600)

@@ -47,6 +47,11 @@ EXIT_DUPLICATE = 4  # another trainer holds the run's trainer lock: this one nev
 EXIT_SECOND_SIGNAL = 143  # 128 + SIGTERM: a second signal ends the trainer at once
 
 
+def no_space(reason: str) -> bool:
+    """Whether a trainer's stated reason is a full disk."""
+    return NO_SPACE in reason or "Errno 28" in reason
+
+
 @dataclass(frozen=True)
 class TrainJob:
     """Everything the trainer program needs, written as JSON beside the run's record."""

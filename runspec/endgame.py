@@ -21,20 +21,24 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from runspec.alerts import Alerts
 from runspec.atomic import write_json_atomic
 from runspec.clock import SYSTEM, Clock, utc_iso
-from runspec.finish import FinishContext, FinishResult, apply_finish, ends_machine
+from runspec.errors import RunspecError
+from runspec.finish import FinishContext, FinishResult, apply_finish, decide, ends_machine
 from runspec.host import FinishHost
+from runspec.loader import load_spec
 from runspec.locks import FileLock
-from runspec.model import FinishAction, FinishSpec, Spec, StorageSpec, Unverified
+from runspec.model import FinishAction, FinishSpec, Spec
 from runspec.owner import RunOwner, daemon_holder
 from runspec.paths import RunPaths, StateLayout
 from runspec.state import RunStatus
 from runspec.verdict import MachineVerdict, machine_verdict, run_safety
+from runspec.views import messages
 
 log = logging.getLogger("runspec.endgame")
 
@@ -43,25 +47,6 @@ HISTORY_MAX = 50
 MACHINE = "the machine"  # on whose behalf the idle finish acts
 
 Step = Literal["armed", "applying", "applied"]
-
-
-def finish_to_json(finish: FinishSpec) -> dict[str, Any]:
-    data = asdict(finish)
-    data["action"] = finish.action.value
-    data["unverified"] = finish.unverified.value
-    data["command"] = list(finish.command)
-    return data
-
-
-def finish_from_json(data: dict[str, Any]) -> FinishSpec:
-    storage = data.get("storage")
-    return FinishSpec(
-        action=FinishAction(data["action"]),
-        provider=str(data.get("provider", "auto")),
-        command=tuple(str(c) for c in data.get("command", ())),
-        unverified=Unverified(data.get("unverified", "stop")),
-        storage=StorageSpec(**storage) if isinstance(storage, dict) else None,
-    )
 
 
 @dataclass
@@ -83,13 +68,13 @@ class Pending:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        data["finish"] = finish_to_json(self.finish)
+        data["finish"] = self.finish.to_json()
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Pending:
         values = dict(data)
-        values["finish"] = finish_from_json(values["finish"])
+        values["finish"] = FinishSpec.from_json(values["finish"])
         return cls(**values)
 
 
@@ -120,12 +105,22 @@ class Endgame:
         dry_run: bool = False,
         host: FinishHost | None = None,
         say: Callable[[str], None] = print,
+        notify: Sequence[str] = (),
     ) -> None:
         self.layout = layout
         self.clock = clock
         self.dry_run = dry_run
         self.host = host
         self.say = say
+        self.notify = tuple(notify)  # the daemon's URLs, for runs without their own
+
+    def alerts(self, run: str) -> Alerts:
+        """Where word of this run's (or the machine's) end goes: its spec's URLs, else ours."""
+        try:
+            own = load_spec(self.layout.run_paths(run).spec_file).notify
+        except (RunspecError, OSError):
+            own = None  # the idle finish's "run", or a spec gone unreadable
+        return Alerts.choose(own, self.notify, self.say)
 
     # --- the file -------------------------------------------------------------------------
     def load(self) -> Pending | None:
@@ -230,7 +225,7 @@ class Endgame:
             # again all the same, so a destroy is never sent anew onto unsafe weights.
             self.say(f"the machine's end ({pending.action}) was under way; confirming it")
             now_safe = self.judge(finishing).safe
-            return self._apply(pending, now_safe, resume=pending.action)
+            return self._apply(pending, now_safe, resume=pending.action, told=True)
         verdict = self.judge(finishing)
         if verdict.verdict in ("wait", "blocked"):
             if pending.judged != verdict.why:
@@ -241,13 +236,21 @@ class Endgame:
         verified = verdict.safe and not pending.force_unverified
         self.say(f"the machine's end: {verdict.why}")
         pending.judged = verdict.why
-        return self._apply(pending, verified, resume=None)
+        # A run's own end was told as it began its finish; a deferred or idle end is told now.
+        return self._apply(pending, verified, resume=None, told=pending.run == finishing)
 
     def judge(self, finishing: str | None = None) -> MachineVerdict:
         daemon = daemon_holder(self.layout)
         return machine_verdict(self.layout, finishing=finishing, daemon_alive=daemon is not None)
 
-    def _apply(self, pending: Pending, verified: bool, *, resume: str | None) -> Outcome:
+    def _apply(
+        self, pending: Pending, verified: bool, *, resume: str | None, told: bool = False
+    ) -> Outcome:
+        alerts = self.alerts(pending.run)
+        if not told:
+            nxt = decide(pending.finish, verified, None)
+            alerts.send_and_wait(messages.machine_end(pending.run, f"finish: {nxt[0]}", nxt[1]))
+
         def begin(action: str) -> None:
             # Written before the action is taken: a restart then confirms it, never repeats it.
             if (pending.step, pending.action) != ("applying", action):
@@ -269,7 +272,14 @@ class Endgame:
         pending.step, pending.result = "applied", result.to_json()
         pending.action = pending.action or result.action
         self._save(pending, f"applied for {pending.run}: {result.summary}")
+        self._unconfirmed(alerts, pending.run, result)
         return Outcome("applied", result.summary, result)
+
+    def _unconfirmed(self, alerts: Alerts, run: str, result: FinishResult) -> None:
+        """A finish that did not do what it set out to (a refused destroy, a kept machine):
+        the person who walked away must hear the machine may still bill."""
+        if not result.ok and not result.dry_run:
+            alerts.send_and_wait(messages.unconfirmed(run, result.summary, result.detail))
 
     # --- a run's own finish -------------------------------------------------------------
     def finish_run(self, spec: Spec, paths: RunPaths, owner: RunOwner) -> None:
@@ -279,6 +289,12 @@ class Endgame:
         finish = spec.finish
         safety = run_safety(paths, spec, owner.record)
         ctx = FinishContext(spec.name, spec.budget.hourly_cost, str(paths.run_dir))
+        # Told before the finish acts: a destroy ends the machine and every thread on it.
+        action, why = decide(finish, safety.safe, None)
+        nxt = f"finish{' (dry run)' if self.dry_run else ''}: {action} ({why})"
+        said = messages.ended(spec, paths, owner.record, safety.safe, nxt)
+        alerts = Alerts.choose(spec.notify, self.notify, self.say)
+        alerts.send_and_wait(said)
         if not ends_machine(finish, safety.safe):
             begun = owner.record.finish
             resume = begun.get("action") if begun.get("step") == "applying" else None
@@ -300,6 +316,7 @@ class Endgame:
             )
             owner.update(finish=result.to_json())
             owner.transition(RunStatus.FINISHED, f"finish: {result.summary}")
+            self._unconfirmed(alerts, spec.name, result)
             self.enter()  # another run's end may have waited for this one
             return
         self.arm(
@@ -316,10 +333,10 @@ class Endgame:
             owner.update(finish=outcome.result.to_json())
             owner.transition(RunStatus.FINISHED, f"finish: {outcome.result.summary}")
         else:
-            owner.update(finish={"deferred": True, "why": outcome.why})
-            owner.transition(
-                RunStatus.FINISHED, f"finish deferred to the machine's end: {outcome.why}"
-            )
+            deferred = f"finish deferred to the machine's end: {outcome.why}"
+            self.say(deferred)
+            owner.update(finish={"deferred": True, "why": outcome.why, "summary": deferred})
+            owner.transition(RunStatus.FINISHED, deferred)
 
     # --- the failsafe ---------------------------------------------------------------------
     def failsafe(self, run: str, finish: FinishSpec, hourly_cost: float | None) -> Outcome:

@@ -1,30 +1,36 @@
-"""The one family of errors a user can cause, and the exit codes that come from them.
+"""The one family of errors a user can cause, and how a command turned out.
 
 Everything raised on purpose derives from RunspecError; the CLI and the daemon loop catch it
-once, print its one line and map it to an exit status. Anything else is a bug and keeps its
-traceback (in the debug log).
+once, print its one line and turn its `Outcome` into an exit status (runspec.cli, the one place
+exit codes come from). Anything else is a bug and keeps its traceback (in the debug log).
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from runspec.printable import printable
 
-EXIT_OK = 0
-EXIT_FAILED = 1  # a run failed, a check failed, or a spec is invalid (validate)
-EXIT_USAGE = 2  # the command was used wrongly, or a file could not be read
-EXIT_UNVERIFIED = 3  # the run ended but its final push could not be verified
+
+class Outcome(str, enum.Enum):
+    """How a command turned out; runspec.cli maps each to its exit status."""
+
+    OK = "ok"
+    FAILED = "failed"  # a run failed, or a preflight check failed
+    INVALID = "invalid"  # a spec is invalid
+    USAGE = "usage"  # the command was used wrongly, or a file could not be read
+    UNVERIFIED = "unverified"  # the run ended but its final push could not be verified
 
 
 class RunspecError(Exception):
     """An error a user can cause and fix; its message is one clear line."""
 
-    exit_code = EXIT_FAILED
+    outcome = Outcome.FAILED
 
 
 class UsageError(RunspecError):
-    exit_code = EXIT_USAGE
+    outcome = Outcome.USAGE
 
 
 @dataclass(frozen=True)
@@ -56,7 +62,7 @@ class Problem:
 class SpecInvalid(RunspecError):
     """A spec failed validation; carries every problem found in it."""
 
-    exit_code = EXIT_USAGE
+    outcome = Outcome.INVALID
 
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = problems

@@ -19,10 +19,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from runspec import cost
-from runspec.clock import SYSTEM, Clock, utc_iso
+from runspec.clock import SYSTEM, Clock, human_duration, utc_iso
 from runspec.host import NO_POWEROFF_ENV, REAL_POWEROFF, FinishHost, container_reason
 from runspec.model import FinishAction, FinishSpec, Unverified
 from runspec.providers import Action, Provider, ProviderError, get_provider
+from runspec.voice import error
 
 log = logging.getLogger("runspec.finish")
 
@@ -143,8 +144,7 @@ class _Finisher:
             self.say(f"finish: about to {plan}")
 
     def loud(self, text: str) -> None:
-        self.say(LOUD + text)
-        log.warning("%s: %s", self.ctx.name, text)
+        self.say(error(LOUD + text))
 
     def run(self) -> FinishResult:
         provider: Provider | None = None
@@ -162,9 +162,9 @@ class _Finisher:
             plan = f"choose stop or destroy ({provider_error})"
             self.announce(plan)
             return self.kept(plan, f"cannot apply auto: {provider_error}")
-        self.say(f"finish: {why}")
         if action == "none":
             return self.none(why)
+        self.say(f"finish: {why}")
         if action == "keep":
             return self.keep()
         if action == "command":
@@ -196,8 +196,9 @@ class _Finisher:
         )
 
     def none(self, why: str) -> FinishResult:
+        # Nothing is done, so nothing is announced: one line says so.
         plan = "leave the machine as it is (finish.action: none)"
-        self.announce(plan)
+        self.say(f"finish: none: the machine is left as it is ({why})")
         if not self.verified:
             self.loud(
                 "the final push was NOT verified: the newest weights may exist only on this "
@@ -224,7 +225,7 @@ class _Finisher:
             return self.not_repeated("command", f"run {list(self.finish.command)}")
         argv = list(self.finish.command)
         exe = argv[0] if "/" in argv[0] else shutil.which(argv[0])
-        plan = f"run {argv} (no shell, timeout {self.host.command_timeout:g} s)"
+        plan = f"run {argv} (no shell, timeout {human_duration(self.host.command_timeout)})"
         self.announce(plan)
         if self.dry_run:
             return self.result("command", True, plan, "dry run: command not run")
@@ -243,7 +244,7 @@ class _Finisher:
                 stdin=subprocess.DEVNULL,
             )
         except subprocess.TimeoutExpired:
-            detail = f"no exit within {self.host.command_timeout:g} s"
+            detail = f"no exit within {human_duration(self.host.command_timeout)}"
             self.say(f"finish: command killed: {detail}")
             return self.result("command", False, plan, f"command timed out: {detail}", detail)
         except OSError as exc:

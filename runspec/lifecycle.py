@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from runspec import failsafe
+from runspec.alerts import Alerts
 from runspec.checkpoints import vouch_after_exit
-from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
+from runspec.clock import SYSTEM, Clock, human_duration, parse_utc_iso, utc_iso
 from runspec.cost import run_cost
 from runspec.endgame import Endgame
 from runspec.errors import RunspecError
@@ -31,6 +32,8 @@ from runspec.paths import RunPaths
 from runspec.requests import RunRequests
 from runspec.state import RecordStore, RunRecord, RunStatus, Termination
 from runspec.supervise import RunParts, Supervisor, SupervisorOptions
+from runspec.views import messages
+from runspec.voice import Transient, error, warning
 
 if TYPE_CHECKING:
     from runspec.push import Pusher
@@ -52,6 +55,7 @@ class LifecycleOptions:
     first_epoch_hang: float = 3600.0
     push_min_interval: float = 60.0  # the Hub limits commit rates
     skip_preflight: bool = False
+    notify: tuple[str, ...] = ()  # the daemon config's URLs, for a spec without `notify:`
 
 
 class Lifecycle:
@@ -77,21 +81,23 @@ class Lifecycle:
         self.requests = requests or RunRequests()
         self.lock = lock or RunLock(paths)
         self._pusher: Pusher | None = None
+        self.alerts = Alerts.choose(spec.notify, self.options.notify, self.say)
 
     @property
     def record(self) -> RunRecord:
         return self.owner.record
 
     def say(self, line: str) -> None:
-        """Tell the person watching, and keep it in the run's own log (pushed with it)."""
-        # Progress is the channel people read (stdout, the journal); the log keeps it at debug
-        # level so the daemon's journal does not show every line twice.
-        log.debug("%s: %s", self.spec.name, line)
+        """Tell the person watching, and keep it in the run's own log (pushed with it, read
+        by `runspec logs`). A progress bar (runspec.voice.Transient) is never kept."""
         self.options.progress(line)
+        if isinstance(line, Transient):
+            return
+        stamp = utc_iso(self.clock.time())
         try:
             self.paths.job_dir.mkdir(parents=True, exist_ok=True)
             with open(self.paths.runspec_log, "a") as fh:
-                fh.write(f"{utc_iso(self.clock.time())} {line}\n")
+                fh.writelines(f"{stamp} {part}\n" for part in line.splitlines() or [""])
         except OSError as exc:
             log.warning("%s: cannot write runspec.log: %s", self.spec.name, exc)
 
@@ -136,7 +142,7 @@ class Lifecycle:
                 self.say("detached; the trainer keeps running")
                 break
             if self.requests.aborted.is_set():
-                self.say("second signal: exiting now")
+                self.say(warning("second signal: exiting now"))
                 break
             if self.record.status in (RunStatus.QUEUED, RunStatus.PREFLIGHT, RunStatus.STAGING):
                 if self.requests.poll_cancel(self.paths, self.say):
@@ -196,7 +202,7 @@ class Lifecycle:
             self._fail(self.record.termination or Termination.FAILED_TRAINING, message)
             return True
         if status is RunStatus.PUSHING:
-            self.say(f"the final push broke off: {message}")
+            self.say(error(f"the final push broke off: {message}"))
             self._move(RunStatus.FINISHING, message)  # the finish sees it unverified
             return True
         return False
@@ -222,7 +228,7 @@ class Lifecycle:
         self.owner.transition(status, reason, termination)
 
     def _fail(self, termination: Termination, message: str) -> None:
-        self.say(f"failed: {message}")
+        self.say(error(f"failed: {message}"))
         self._move(RunStatus.PUSHING, message, termination)
 
     def _start(self) -> None:
@@ -247,7 +253,8 @@ class Lifecycle:
         report = run_preflight(
             self.spec, self.paths, "machine", timeout=self.options.preflight_timeout
         )
-        self.options.progress(report.render_text())
+        for line in report.said():
+            self.say(line)
         if report.failed:
             self._fail(Termination.FAILED_PREFLIGHT, report.first_failure())
             return
@@ -269,7 +276,8 @@ class Lifecycle:
             report = run_preflight(
                 self.spec, self.paths, "dataset", timeout=self.options.preflight_timeout
             )
-            self.options.progress(report.render_text())
+            for line in report.said():
+                self.say(line)
             if report.failed:
                 self._fail(Termination.FAILED_PREFLIGHT, report.first_failure())
                 return
@@ -309,6 +317,7 @@ class Lifecycle:
             clock=self.clock,
             say=self.say,
             pusher=self.pusher,
+            alerts=self.alerts,
             options=SupervisorOptions(
                 tick=opts.tick,
                 stop_grace=opts.stop_grace,
@@ -327,11 +336,15 @@ class Lifecycle:
             # No writer is left: every whole checkpoint on the disk is complete, pushed too.
             vouch_after_exit(self.paths.run_dir, self.paths.control_dir, self.clock.time())
         pusher = self.pusher()
+        pushed = None
         if pusher is not None:
+            from runspec.push.report import prepare
+
+            prepare(self.spec, self.paths, self.record, self.say)  # the curves and the card
             remaining = self.deadline() + self.spec.budget.overrun - self.clock.time()
             # Past deadline + overrun already: one short, bounded try.
             timeout = max(remaining, 15.0)
-            self.say(f"final push (waiting at most {timeout:.0f} s for it to be verified)")
+            self.say(f"final push (at most {human_duration(timeout)} to verify it)")
             pushed = push_until_verified(
                 pusher,
                 final=True,
@@ -340,9 +353,14 @@ class Lifecycle:
                 give_up=self.requests.aborted,
             )
             if pushed is None:
-                self.say("final push NOT verified: the weights may exist only on this machine")
+                lost = "final push NOT verified: the weights may exist only on this machine"
+                self.say(error(lost))
         term = self.record.termination or Termination.COMPLETED
         if term in NO_FINISH or not self.options.finish:
+            nxt = f"no finish action ({term.value}): the machine is kept"
+            said = messages.ended(self.spec, self.paths, self.record, pushed is not None, nxt)
+            # Waited for (bounded): `runspec run` ends right after, and its threads with it.
+            self.alerts.send_and_wait(said)
             self._move(RunStatus.FINISHED, f"{term.value}; finish action not applied")
         else:
             self._move(RunStatus.FINISHING, f"{term.value}; applying the finish action")
@@ -353,6 +371,7 @@ class Lifecycle:
             clock=self.clock,
             dry_run=self.options.finish_dry_run,
             say=self.say,
+            notify=self.options.notify,
         )
         endgame.finish_run(self.spec, self.paths, self.owner)
         self._note_cost()

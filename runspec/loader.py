@@ -181,6 +181,7 @@ def _build(data: dict[str, Any], text: str, digest: str, source: str) -> Spec:
             profile=pre.get("profile", False),
         ),
         env=MappingProxyType({k: _env_value(v) for k, v in data.get("env", {}).items()}),
+        notify=tuple(data["notify"]) if "notify" in data else None,
         source=source,
         text=text,
         sha256=digest,

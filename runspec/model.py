@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 
 def _frozen_map(items: Mapping[str, object] | None = None) -> Mapping[str, object]:
@@ -140,6 +141,25 @@ class FinishSpec:
     unverified: Unverified = Unverified.STOP
     storage: StorageSpec | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        """As runspec.endgame keeps an armed finish in machine.json."""
+        data = asdict(self)
+        data["action"] = self.action.value
+        data["unverified"] = self.unverified.value
+        data["command"] = list(self.command)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FinishSpec:
+        storage = data.get("storage")
+        return cls(
+            action=FinishAction(data["action"]),
+            provider=str(data.get("provider", "auto")),
+            command=tuple(str(c) for c in data.get("command", ())),
+            unverified=Unverified(data.get("unverified", "stop")),
+            storage=StorageSpec(**storage) if isinstance(storage, dict) else None,
+        )
+
 
 @dataclass(frozen=True)
 class PreflightSpec:
@@ -162,6 +182,9 @@ class Spec:
     finish: FinishSpec = FinishSpec()
     preflight: PreflightSpec = PreflightSpec()
     env: Mapping[str, str] = field(default_factory=_frozen_map)  # type: ignore[arg-type]
+    # Notification URLs (apprise's format, ${NAME} from the daemon's environment); None: the
+    # daemon config's.
+    notify: tuple[str, ...] | None = None
     # Where it came from: the text as received and its sha256 (provenance).
     source: str = "<spec>"
     text: str = ""

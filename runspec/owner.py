@@ -30,6 +30,7 @@ from runspec.errors import UsageError
 from runspec.locks import FileLock, Holder, holder
 from runspec.paths import RunPaths, StateLayout
 from runspec.state import PushRecord, RecordStore, RunRecord, RunStatus, Termination
+from runspec.voice import error
 
 log = logging.getLogger("runspec.owner")
 
@@ -179,10 +180,12 @@ class RunOwner:
                 "since": utc_iso(self.clock.time()),
             }
             write_note(self.note, self.record.disk_full)
-            log.warning("%s: cannot save the record: %s", self.name, exc)
+            log.debug("%s: cannot save the record: %s", self.name, exc)
             self.on_disk_full(
-                f"DISK FULL: cannot save the run's record in {path.parent} ({exc.strerror}); "
-                "the run goes on and saves it once space is back"
+                error(
+                    f"DISK FULL: cannot save the run's record in {path.parent} "
+                    f"({exc.strerror}); the run goes on and saves it once space is back"
+                )
             )
         self._unsaved = True
 
@@ -199,7 +202,7 @@ class RunOwner:
             }
             write_note(self.note, self.record.disk_full)
             if first:
-                self.on_disk_full(f"DISK FULL: {what}")
+                self.on_disk_full(error(f"DISK FULL: {what}"))
             self.save()
 
     def clear_disk_full(self) -> None:
@@ -252,6 +255,24 @@ def free_bytes(path: str | Path) -> int | None:
         return shutil.disk_usage(path).free
     except OSError:
         return None
+
+
+SPACE_FLOOR = 50_000_000  # bytes: room for a small checkpoint even before one was written
+
+
+def checkpoint_room(run_dir: Path) -> int:
+    """Room for one more checkpoint of this run and its staged copy."""
+    try:
+        one = (run_dir / "weights" / "last.pt").stat().st_size
+    except OSError:
+        one = 0
+    return 2 * max(one, SPACE_FLOOR)
+
+
+def short_of_room(run_dir: Path) -> bool:
+    """The run folder's disk cannot take even one more checkpoint now."""
+    free = free_bytes(run_dir)
+    return free is not None and free < checkpoint_room(run_dir) // 2
 
 
 def wait_for_space(

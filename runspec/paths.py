@@ -23,6 +23,9 @@
     staged/                  verified-complete copies of checkpoints, ready to push
     pushed.json              the manifest of the last verified push
     failsafe.json            the failsafe timer armed for the run, and what it did
+    transfer.json            the download, extraction or push under way (for `status`)
+    report/                  what the final push carries besides the run folder: the
+                             training curves (curves.png) and the model card (README.md)
 """
 
 from __future__ import annotations
@@ -254,6 +257,22 @@ class RunPaths:
     @property
     def failsafe_log(self) -> Path:
         return self.job_dir / "failsafe.log"
+
+    @property
+    def transfer_file(self) -> Path:
+        return self.job_dir / "transfer.json"
+
+    @property
+    def report_dir(self) -> Path:
+        return self.job_dir / "report"
+
+    @property
+    def curves_png(self) -> Path:
+        return self.report_dir / "curves.png"
+
+    @property
+    def model_card(self) -> Path:
+        return self.report_dir / "README.md"
 
     @property
     def weights_cache(self) -> Path:

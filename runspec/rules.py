@@ -273,6 +273,23 @@ def _env(data: dict[str, Any]) -> Iterator[Finding]:
             )
 
 
+# scheme://user:password@...: a password written into the spec itself.
+_URL_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*:(?!\$\{)[^/@\s]+@")
+
+
+def _notify(data: dict[str, Any]) -> Iterator[Finding]:
+    urls = data.get("notify")
+    if not isinstance(urls, list):
+        return
+    for index, url in enumerate(urls):
+        if isinstance(url, str) and _URL_PASSWORD.match(url):
+            yield Finding(
+                ("notify", index),
+                "this URL carries a password: write the URL (or its password) as ${NAME} and "
+                "set NAME in the daemon's environment file, never in a spec",
+            )
+
+
 def _folders(data: dict[str, Any], state: Path | None) -> Iterator[Finding]:
     for field in FOLDER_FIELDS:
         value = _get(data, field.path)
@@ -290,7 +307,7 @@ def check_rules(data: dict[str, Any], state: Path | None = None) -> list[Finding
     """Every rule beyond the schema, in the order of spec-v1.md. `state` is the state folder
     where it is known (the daemon, `runspec run`): its own folders are refused as targets."""
     findings: list[Finding] = []
-    for rule in (_finite, _durations, _positive_size, _train, _budget, _finish, _env):
+    for rule in (_finite, _durations, _positive_size, _train, _budget, _finish, _env, _notify):
         findings.extend(rule(data))
     findings.extend(_folders(data, state))
     return findings

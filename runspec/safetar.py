@@ -15,8 +15,10 @@ import os
 import shutil
 import tarfile
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Protocol
 
 from runspec.errors import RunspecError
 from runspec.units import format_bytes
@@ -25,6 +27,31 @@ MARKER_DIR = ".runspec-extracted"
 # Room left on the filesystem after extraction: a dataset that fills the disk to the last
 # byte leaves none for checkpoints, logs or the Hub cache.
 FREE_MARGIN_BYTES = 100 * 10**6
+
+
+class Progress(Protocol):
+    """What a long step reports to (a runspec.meter.Meter): `add(n)` as bytes go by,
+    `close()` at its end."""
+
+    def add(self, n: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class _Silent:
+    def add(self, n: int) -> None:
+        del n
+
+    def close(self) -> None:
+        pass
+
+
+# (what is being done, bytes in all) -> where its progress goes.
+MeterFactory = Callable[[str, int], Progress]
+
+
+def _quiet(what: str, total: int) -> Progress:
+    return _Silent()
 
 
 class UnsafeTarError(RunspecError):
@@ -38,11 +65,13 @@ class ExtractResult:
     skipped: bool  # True when the marker said this tar was already extracted
 
 
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+def sha256_file(path: Path, chunk: int = 1 << 20, progress: Progress | None = None) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         while block := fh.read(chunk):
             digest.update(block)
+            if progress is not None:
+                progress.add(len(block))
     return digest.hexdigest()
 
 
@@ -152,8 +181,19 @@ def _place(tmp: Path, dest: Path, entries: list[str], previous: tuple[str, ...])
             (tmp / entry).rename(target)
 
 
-def extract(tar_path: Path, dest: Path, key: str | None = None) -> ExtractResult:
+def _counted(members: list[tarfile.TarInfo], progress: Progress) -> Iterator[tarfile.TarInfo]:
+    """The members, each counted as extracting it begins (the one before is done by then)."""
+    for member in members:
+        yield member
+        if member.isfile():
+            progress.add(member.size)
+
+
+def extract(
+    tar_path: Path, dest: Path, key: str | None = None, meter: MeterFactory = _quiet
+) -> ExtractResult:
     """Extract `tar_path` into `dest` safely; `key` names the marker (default: the tar's name).
+    `meter` is told of the hashing and the extraction, the two long steps.
 
     Raises UnsafeTarError naming the member for a hostile or oversized tar; nothing is then
     left in dest but the (removed) temporary folder.
@@ -182,10 +222,18 @@ def extract(tar_path: Path, dest: Path, key: str | None = None) -> ExtractResult
         try:
             total = check_members(members, tmp)
             _check_space(members, dest, total)
-            sha = sha256_file(tar_path)
+            hashing = meter(f"checking {tar_path.name} (sha256)", tar_path.stat().st_size)
+            try:
+                sha = sha256_file(tar_path, progress=hashing)
+            finally:
+                hashing.close()
             done = _already_extracted(known, dest, sha)
             if done is None:
-                tar.extractall(tmp, members=members, filter="data")
+                extracting = meter(f"extracting {tar_path.name}", total)
+                try:
+                    tar.extractall(tmp, members=_counted(members, extracting), filter="data")
+                finally:
+                    extracting.close()
                 entries = sorted(p.name for p in tmp.iterdir())
                 _place(tmp, dest, entries, _entries(known) or ())
         finally:

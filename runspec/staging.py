@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from runspec import safetar
+from runspec.clock import human_duration
 from runspec.errors import RunspecError
+from runspec.meter import Meter, rate_text
 from runspec.model import HubDataset, Spec, SyntheticDataset
 from runspec.paths import RunPaths
 from runspec.redact import scrub
@@ -50,18 +52,23 @@ def stage_dataset(spec: Spec, paths: RunPaths, progress: Callable[[str], None] =
         return _stage_synthetic(dataset.synthetic, root, progress)
     if dataset.hub is None or dataset.data is None:
         raise StagingError("the spec names no dataset (one of dataset.hub, path, synthetic)")
-    tar_path = download_tar(dataset.hub, hf_home_for(spec), progress)
+
+    def meter(what: str, total: int) -> Meter:
+        # `runspec status` shows the transfer under way from the job folder's transfer.json.
+        return Meter(what, total, progress, snapshot=paths.transfer_file)
+
+    tar_path = download_tar(dataset.hub, hf_home_for(spec), progress, meter)
     key = f"{dataset.hub.repo}--{dataset.hub.file}"
     started = time.monotonic()
-    result = safetar.extract(tar_path, root, key=key)
+    result = safetar.extract(tar_path, root, key=key, meter=meter)
     if result.skipped:
         progress(
             f"dataset {dataset.hub.file} already extracted in {root} (sha256 {result.sha256[:12]})"
         )
     else:
+        took = human_duration(time.monotonic() - started)
         progress(
-            f"extracted {dataset.hub.file} into {root} in {time.monotonic() - started:.1f} s "
-            f"({', '.join(result.entries)})"
+            f"extracted {dataset.hub.file} into {root} in {took} ({', '.join(result.entries)})"
         )
     data = root / dataset.data
     if not data.is_file():
@@ -92,35 +99,36 @@ def hub_cache_dir(hf_home: Path) -> Path:
     return Path(explicit) if explicit else hf_home / "hub"
 
 
-def _make_progress_tqdm(progress: Callable[[str], None]) -> type[Any]:
+def _metered_tqdm(what: str, meter: Callable[[str, int], Meter], used: list[Meter]) -> type[Any]:
     from tqdm.auto import tqdm
 
-    class ReportingTqdm(tqdm):
-        """Reports every tenth of the download through `progress` instead of a bar."""
+    class MeteredTqdm(tqdm):
+        """huggingface_hub's download bar, counted by runspec's Meter instead of drawn."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs["disable"] = True
             super().__init__(*args, **kwargs)
-            self._reported = -1
-            self._done = float(self.n)  # a disabled bar does not count; we do
+            self.meter = meter(what, int(self.total or 0))
+            self.meter.set(int(self.n))  # a resumed download starts part-way
+            used.append(self.meter)
 
         def update(self, n: float | None = 1) -> bool | None:
-            self._done += n or 0
-            total = self.total or 0
-            if total > 0:
-                tenth = int(10 * self._done / total)
-                if tenth > self._reported:
-                    self._reported = tenth
-                    progress(
-                        f"downloading {format_bytes(self._done)} of {format_bytes(total)} "
-                        f"({10 * tenth}%)"
-                    )
+            self.meter.add(int(n or 0))
             return None
 
-    return ReportingTqdm
+        def close(self) -> None:
+            self.meter.close()
+            super().close()
+
+    return MeteredTqdm
 
 
-def download_tar(hub: HubDataset, hf_home: Path, progress: Callable[[str], None]) -> Path:
+def download_tar(
+    hub: HubDataset,
+    hf_home: Path,
+    progress: Callable[[str], None],
+    meter: Callable[[str, int], Meter] | None = None,
+) -> Path:
     """The tar's path in the Hub cache, downloading it only when the cache lacks it."""
     # Imported here: the daemon imports this module and must start fast.
     from huggingface_hub import hf_hub_download
@@ -136,6 +144,8 @@ def download_tar(hub: HubDataset, hf_home: Path, progress: Callable[[str], None]
     where = f"{hub.repo}/{hub.file}" + (f"@{hub.revision}" if hub.revision else "")
     progress(f"fetching dataset {where} (cache {hub_cache_dir(hf_home)})")
     started = time.monotonic()
+    used: list[Meter] = []
+    make = meter or (lambda what, total: Meter(what, total, progress))
     try:
         local = hf_hub_download(
             hub.repo,
@@ -145,7 +155,7 @@ def download_tar(hub: HubDataset, hf_home: Path, progress: Callable[[str], None]
             cache_dir=hub_cache_dir(hf_home),
             endpoint=os.environ.get("HF_ENDPOINT") or None,
             token=os.environ.get("HF_TOKEN") or None,
-            tqdm_class=_make_progress_tqdm(progress),
+            tqdm_class=_metered_tqdm(f"downloading {hub.file}", make, used),
         )
     except GatedRepoError as exc:
         raise StagingError(
@@ -172,7 +182,13 @@ def download_tar(hub: HubDataset, hf_home: Path, progress: Callable[[str], None]
         raise StagingError(f"could not fetch {where}: {scrub(str(exc))}") from exc
     path = Path(str(local))
     took = time.monotonic() - started
-    progress(f"dataset tar ready: {path} ({format_bytes(path.stat().st_size)}, {took:.1f} s)")
+    size = path.stat().st_size
+    if used:
+        got = sum(m.done for m in used)
+        how = f"downloaded {format_bytes(got)} in {human_duration(took)}, {rate_text(got, took)}"
+    else:
+        how = "from the cache"
+    progress(f"dataset tar ready: {path} ({format_bytes(size)}, {how})")
     return path
 
 

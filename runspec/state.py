@@ -49,6 +49,15 @@ class Termination(str, enum.Enum):
     LOST = "lost"  # the trainer died and no restart was left
 
 
+# How a trainer that stopped on request ended, by the reason written into the control folder.
+STOP_REASONS = {
+    "budget": Termination.BUDGET,
+    "deadline": Termination.BUDGET,
+    "cancel": Termination.CANCELLED,
+    "interrupt": Termination.INTERRUPTED,
+}
+
+
 S = RunStatus
 ALLOWED: dict[RunStatus, frozenset[RunStatus]] = {
     S.QUEUED: frozenset({S.PREFLIGHT, S.FINISHED}),
@@ -251,7 +260,8 @@ class RecordStore:
             self.layout.job_dir(name) / DAMAGED_FILE,
             {"reason": reason, "kept_as": kept.name, "time": now},
         )
-        log.error("run %s: its record is damaged (%s); kept as %s", name, reason, kept)
+        # Whoever set it aside tells people (the daemon, as an error line).
+        log.debug("run %s: its record is damaged (%s); kept as %s", name, reason, kept)
         return note
 
     def transition(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runspec import control
+from runspec.alerts import Alerts
 from runspec.budget import Planner, eval_interval_of, validates
 from runspec.checkpoints import newest_intact_checkpoint
 from runspec.clock import Clock, human_duration, parse_utc_iso
@@ -21,10 +22,13 @@ from runspec.control import TrainJob
 from runspec.launcher import TrainerHandle, start
 from runspec.model import Spec
 from runspec.observer import observe
-from runspec.owner import RunOwner, free_bytes, wait_for_space
+from runspec.owner import RunOwner, checkpoint_room, short_of_room, wait_for_space
 from runspec.paths import RunPaths
 from runspec.requests import RunRequests
-from runspec.state import PushRecord, RunRecord, RunStatus, Termination
+from runspec.state import STOP_REASONS, PushRecord, RunRecord, RunStatus, Termination
+from runspec.views import messages
+from runspec.views.epochline import epoch_line
+from runspec.voice import error, notice, warning
 
 if TYPE_CHECKING:
     from runspec.push import Pusher
@@ -52,6 +56,7 @@ class RunParts:
     say: Callable[[str], None]
     pusher: Callable[[], Pusher | None]
     options: SupervisorOptions
+    alerts: Alerts
 
     @property
     def record(self) -> RunRecord:
@@ -60,22 +65,6 @@ class RunParts:
     def deadline(self) -> float:
         assert self.record.deadline is not None
         return parse_utc_iso(self.record.deadline)
-
-
-SPACE_FLOOR = 50_000_000  # bytes: room for a small checkpoint even before one was written
-
-
-def _no_space(reason: str) -> bool:
-    return control.NO_SPACE in reason or "Errno 28" in reason
-
-
-# How a trainer that stopped on request ended, by the reason written into the control folder.
-REASONS = {
-    "budget": Termination.BUDGET,
-    "deadline": Termination.BUDGET,
-    "cancel": Termination.CANCELLED,
-    "interrupt": Termination.INTERRUPTED,
-}
 
 
 class Supervisor:
@@ -105,7 +94,7 @@ class Supervisor:
     def run(self) -> None:
         # Every route to a live trainer is tried before a new one is started: a lost
         # trainer.json must never mean two trainers in one run folder.
-        handle = TrainerHandle.find(self.paths)
+        handle = TrainerHandle.find(self.paths, log_line=self._found_again)
         if handle is None:
             handle = self._launch(resume_from=None)
         elif handle.alive():
@@ -124,6 +113,12 @@ class Supervisor:
         finally:
             self.requests.serve_push_now(False)
 
+    def _found_again(self, line: str) -> None:
+        # A trainer found without its trainer.json is news for people; the handle's other
+        # lines (each signal it sends) belong to the debug log.
+        if line.startswith("found the run's live trainer"):
+            self.lc.say(warning(line))
+
     def _launch(self, resume_from: Path | None) -> TrainerHandle:
         assert self.record.data_yaml is not None
         job = TrainJob.from_spec(
@@ -133,7 +128,11 @@ class Supervisor:
         handle = start(job, self.paths, clock=self.clock)
         self.owner.update(run_dir=str(self.paths.run_dir))
         what = f"resuming from {resume_from.name}" if resume_from else "training"
-        self.lc.say(f"{what}: {self.spec.train.model}, {self.spec.train.epochs} epochs")
+        unit = f", unit {handle.unit}" if handle.unit else ""
+        train = f"{self.spec.train.model}, {self.spec.train.epochs} epochs"
+        self.lc.say(f"{what}: {train} (trainer pid {handle.identity.pid}{unit})")
+        if resume_from is None and self.record.restarts_used == 0:
+            self.lc.alerts.send(messages.started(self.spec, self.record))
         self.last_progress = self.clock.monotonic()
         self.epoch_since_launch = False
         return handle
@@ -160,7 +159,7 @@ class Supervisor:
             if requests.detached.is_set():
                 return True
             if requests.aborted.is_set():
-                lc.say("second signal: ending the trainer now")
+                lc.say(warning("second signal: ending the trainer now"))
                 self.stopping = self.stopping or Termination.INTERRUPTED
                 handle.kill_now()
                 break
@@ -181,72 +180,69 @@ class Supervisor:
             if marker is not None and marker.time != self.last_marker_time:
                 self._epoch_ended(handle, marker)
             if self._past_point_of_no_return():
-                lc.say(
-                    "budget: the epoch in progress would eat the final push's reserve; ending it"
-                )
+                self._budget("the epoch in progress would eat the final push's reserve; ending it")
                 self.stopping = Termination.BUDGET
                 handle.kill_now()
                 break
             if self._stop_overdue():
                 lc.say(
-                    f"the trainer did not reach an epoch boundary within "
-                    f"{lc.options.stop_grace:.0f} s of the stop request; ending it"
+                    warning(
+                        f"the trainer did not reach an epoch boundary within "
+                        f"{human_duration(lc.options.stop_grace)} of the stop request; ending it"
+                    )
                 )
                 handle.stop(grace_s=0)
                 break
             if self._hung():
-                lc.say("the trainer made no progress for too long; ending it to resume")
+                lc.say(warning("the trainer made no progress for too long; ending it to resume"))
                 handle.kill_now()
                 break
             self.clock.sleep(lc.options.tick)
         return False
 
     def _epoch_ended(self, handle: TrainerHandle, marker: control.EpochMarker) -> None:
+        # The same trainer writing the same epoch again (it vouches for weights written after
+        # its last epoch): new files to push, no new epoch to tell of.
+        repeat = marker.epoch == self.last_epoch and self.epoch_since_launch
         self.last_epoch, self.last_marker_time = marker.epoch, marker.time
+        pusher = self.lc.pusher()
+        if pusher is not None:
+            pusher.notify_checkpoint()
+        if repeat:
+            return
         self.epoch_since_launch = True
         self.last_progress = self.clock.monotonic()
         self.longest_epoch = max(self.longest_epoch, marker.epoch_seconds)
         self.planner.record_epoch(marker.epoch, marker.epoch_seconds, marker.validated)
         self.owner.update(epoch=marker.epoch, total_epochs=marker.total_epochs)
-        pusher = self.lc.pusher()
-        pending, rate = 0, None
-        if pusher is not None:
-            pusher.notify_checkpoint()
-            pending = pusher.pending_bytes()
-            rate = pusher.upload_rate()
+        pending = pusher.pending_bytes() if pusher is not None else 0
+        rate = pusher.upload_rate() if pusher is not None else None
+        self._write_deadline()
+        total, interval = marker.total_epochs, eval_interval_of(self.spec)
+        cut = self.planner.cuts_at(marker.time, marker.epoch, total, interval)
         obs = observe(self.paths.run_dir, self.paths.control_dir)
         left = self.lc.deadline() - self.clock.time()
-        parts = [f"epoch {marker.epoch}/{marker.total_epochs}"]
-        if obs.train_loss is not None:
-            parts.append(f"loss {obs.train_loss:.4g}")
-        if obs.best_metric is not None:
-            parts.append(f"best {obs.best_metric_name or 'metric'} {obs.best_metric:.4g}")
-        if obs.eta_seconds is not None:
-            parts.append(f"ETA {human_duration(obs.eta_seconds)}")
-        parts.append(f"budget left {human_duration(left)}")
-        self.lc.say("  ".join(parts))
-        self._write_deadline()
-        if marker.epoch >= marker.total_epochs or self.stopping is not None:
+        self.lc.say(epoch_line(marker.epoch, total, obs, left, cut))
+        if marker.epoch >= total or self.stopping is not None:
             return
-        next_validates = validates(
-            marker.epoch + 1, marker.total_epochs, eval_interval_of(self.spec)
-        )
+        next_validates = validates(marker.epoch + 1, total, interval)
         if not self.planner.fits_another_epoch(next_validates, pending, rate):
-            self.lc.say(
-                f"budget: epoch {marker.epoch + 1} may not leave time for the final push; "
-                "the trainer stops at the next boundary"
+            self._budget(
+                f"epoch {marker.epoch + 1} may not leave time for the final push; the trainer "
+                f"stops at the next boundary, after epoch {marker.epoch} of {total}"
             )
             self._ask_stop(handle, Termination.BUDGET, "budget")
 
+    def _budget(self, why: str) -> None:
+        """The budget ends training early: said, and sent to whoever walked away."""
+        self.lc.say(notice(f"budget: {why}"))
+        self.lc.alerts.send(messages.budget_stop(self.spec, why))
+
     def _write_deadline(self) -> None:
-        """The stop time and the planner's next-epoch prediction for each kind, so the trainer,
-        deciding at the boundary itself, stops when the planner would."""
-        guesses = {
-            name: self.planner.predict_epoch(kind)
-            for name, kind in (("validating", True), ("plain", False))
-        }
-        known = {name: g for name, g in guesses.items() if g is not None}
-        control.write_deadline(self.paths.control_dir, self.planner.stop_at(), known)
+        """The stop time and the planner's next-epoch predictions, so the trainer, deciding at
+        the boundary itself, stops when the planner would."""
+        planner = self.planner
+        control.write_deadline(self.paths.control_dir, planner.stop_at(), planner.guesses())
 
     def _ask_stop(self, handle: TrainerHandle, why: Termination, reason: str) -> None:
         if self.stopping is not None:
@@ -254,7 +250,8 @@ class Supervisor:
         self.stopping = why
         self.stop_asked_at = self.clock.monotonic()
         handle.request_stop(reason)
-        self.lc.say(f"stop requested ({why.value}): the trainer stops at the next epoch boundary")
+        if why is not Termination.BUDGET:  # the budget's own line said it
+            self.lc.say(f"stop requested ({why.value}): the trainer stops at the next boundary")
         if self.record.status is RunStatus.TRAINING:
             self.owner.transition(RunStatus.STOPPING, reason, why)
 
@@ -267,7 +264,7 @@ class Supervisor:
         self.lc.say("pushing the newest complete checkpoint now")
         pushed = push_until_verified(pusher, final=False, timeout=60.0, clock=self.clock)
         if pushed is None:
-            self.lc.say("the immediate push was not verified")
+            self.lc.say(warning("the immediate push was not verified"))
         return pushed
 
     def _past_point_of_no_return(self) -> bool:
@@ -300,14 +297,14 @@ class Supervisor:
             self._end(self.stopping or Termination.COMPLETED, "training completed")
             return None
         if result is not None and result.outcome == "stopped":
-            why = self.stopping or REASONS.get(result.reason or "", Termination.INTERRUPTED)
+            why = self.stopping or STOP_REASONS.get(result.reason or "", Termination.INTERRUPTED)
             self._end(why, f"training stopped at epoch {self.last_epoch} ({why.value})")
             return None
-        out_of_space = result is not None and _no_space(result.reason) and not done
+        out_of_space = result is not None and control.no_space(result.reason) and not done
         if result is not None and result.outcome in ("failed", "killed") and not done:
             # A trainer that died on a full disk may not even have said so (its result.json
             # needs space too): what the disk says now decides.
-            out_of_space = out_of_space or self._disk_full_now()
+            out_of_space = out_of_space or short_of_room(self.paths.run_dir)
         if out_of_space and self.stopping is None:
             # A full disk is a state, not a failure: wait for space, then resume.
             if self._wait_for_space():
@@ -315,7 +312,12 @@ class Supervisor:
                 return self._launch(resume_from=newest_intact_checkpoint(self.paths.run_dir))
             if self.requests.detached.is_set():
                 return None  # still waiting for space; whoever drives it next goes on waiting
-        if result is not None and result.outcome == "failed" and done and _no_space(result.reason):
+        if (
+            result is not None
+            and result.outcome == "failed"
+            and done
+            and control.no_space(result.reason)
+        ):
             self._end(Termination.COMPLETED, "training completed (its last writes met a full disk)")
             return None
         if result is not None and result.outcome == "failed":
@@ -346,22 +348,12 @@ class Supervisor:
         self.owner.update(restarts_used=self.record.restarts_used + 1)
         checkpoint = newest_intact_checkpoint(self.paths.run_dir)
         self.lc.say(
-            f"the trainer died unexpectedly; restart {self.record.restarts_used}"
-            f"/{self.spec.train.restarts}"
+            warning(
+                f"the trainer died unexpectedly; restart {self.record.restarts_used}"
+                f"/{self.spec.train.restarts}"
+            )
         )
         return self._launch(resume_from=checkpoint)
-
-    def _space_needed(self) -> int:
-        """Room for one more checkpoint and its staged copy."""
-        try:
-            one = (self.paths.run_dir / "weights" / "last.pt").stat().st_size
-        except OSError:
-            one = 0
-        return 2 * max(one, SPACE_FLOOR)
-
-    def _disk_full_now(self) -> bool:
-        free = free_bytes(self.paths.run_dir)
-        return free is not None and free < self._space_needed() // 2
 
     def _wait_for_space(self) -> bool:
         """Until the run folder's disk has room for a checkpoint and its staged copy again:
@@ -378,7 +370,7 @@ class Supervisor:
                 or self._past_point_of_no_return()
             )
 
-        needed = self._space_needed()
+        needed = checkpoint_room(where)
         self.owner.note_disk_full(
             str(where),
             needed,
@@ -388,5 +380,6 @@ class Supervisor:
         return wait_for_space(where, needed, self.owner, self.clock, self.lc.options.tick, give_up)
 
     def _end(self, termination: Termination, reason: str) -> None:
-        self.lc.say(reason)
+        failed = termination in (Termination.FAILED_TRAINING, Termination.LOST)
+        self.lc.say(error(reason) if failed else reason)
         self.owner.transition(RunStatus.PUSHING, reason, termination)

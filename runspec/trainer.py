@@ -15,6 +15,7 @@ Before exiting it writes `<control_dir>/result.json` and exits with a code from 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import shutil
@@ -32,7 +33,7 @@ from libreyolo.training.ddp_spawn import spawn_for_model
 
 from runspec import control
 from runspec.budget import eval_interval_from_args, validates
-from runspec.clock import SYSTEM
+from runspec.clock import SYSTEM, utc_iso
 from runspec.control import EpochMarker, FileStat, TrainerOutcome, TrainerResult, TrainJob
 from runspec.locks import FileLock
 from runspec.modelbuild import build_model, resolve_device
@@ -161,6 +162,10 @@ def train_kwargs(job: TrainJob, device: str, callback: StopControl) -> dict[str,
     )
     if job.resume_from is not None:
         kwargs["resume"] = True
+    if "save_plots" not in kwargs and importlib.util.find_spec("matplotlib") is not None:
+        # LibreYOLO's own pictures of the last validation (val/plots/): the final push
+        # carries them to the Hub with the weights (libreyolo[plots] brings matplotlib).
+        kwargs["save_plots"] = True
     return kwargs
 
 
@@ -277,10 +282,14 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return control.EXIT_DUPLICATE
+    # Stamped like runspec.log's lines: `runspec logs` puts what comes between (LibreYOLO's
+    # lines, a traceback) in time order with runspec's own.
+    print(f"{utc_iso(SYSTEM.time())} runspec.trainer: starting (pid {os.getpid()})", flush=True)
     result = run(job)
     control.write_result(Path(job.control_dir), result)
     why = result.detail or result.reason
-    print(f"runspec.trainer: {result.outcome.value} {why}".rstrip(), flush=True)
+    ended = f"{result.outcome.value} {why}".rstrip()
+    print(f"{utc_iso(SYSTEM.time())} runspec.trainer: {ended}", flush=True)
     return result.exit_code if result.exit_code is not None else control.EXIT_FAILED
 
 

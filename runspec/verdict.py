@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 from runspec.checkpoints import is_intact_cached
-from runspec.errors import EXIT_FAILED, EXIT_OK, EXIT_UNVERIFIED, RunspecError
+from runspec.errors import Outcome, RunspecError
 from runspec.model import DEFAULT_PUSH_FILES, Spec
 from runspec.owner import run_holder
 from runspec.paths import RunPaths, StateLayout
@@ -196,13 +196,13 @@ def machine_verdict(
     return MachineVerdict("safe", "every run's newest weights are verified off this machine")
 
 
-def exit_code(safety: Safety, record: RunRecord) -> int:
-    """`runspec run`'s exit status (DESIGN.md)."""
+def run_outcome(safety: Safety, record: RunRecord) -> Outcome:
+    """How `runspec run` turned out (its exit status comes from runspec.cli)."""
     if record.termination not in SUCCESSFUL:
-        return EXIT_FAILED
+        return Outcome.FAILED
     if not safety.safe:
-        return EXIT_UNVERIFIED
-    return EXIT_OK
+        return Outcome.UNVERIFIED
+    return Outcome.OK
 
 
 def globs_match(rel: str, globs: tuple[str, ...]) -> bool:

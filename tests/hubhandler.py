@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, unquote, urlsplit
 
+import yaml
+
 from tests.hubrepo import CHUNK, LFS_THRESHOLD, Entry, Repo, Request, blob_id, lfs_entry
 
 if TYPE_CHECKING:
@@ -112,6 +114,8 @@ class Handler(BaseHTTPRequestHandler):
             return "whoami", lambda: self._json(200, self.hub.whoami)
         if method == "POST" and path == "/api/repos/create":
             return "create_repo", self._create_repo
+        if method == "POST" and path == "/api/validate-yaml":
+            return "validate_yaml", self._validate_yaml
         if m := _LFS_PUT.match(path):
             return "lfs_put", lambda: self._lfs_put(m["oid"])
         if method == "POST" and (m := _LFS_BATCH.match(path)):
@@ -211,6 +215,23 @@ class Handler(BaseHTTPRequestHandler):
         self._route("PUT")
 
     # --- endpoints ----------------------------------------------------------------------------
+    def _validate_yaml(self) -> None:
+        """What the Hub does with a README.md in a commit: its front matter must be a YAML
+        mapping whose tags, when given, are a list of strings (400 with the errors, else 200)."""
+        content = str(json.loads(self._body() or b"{}").get("content", ""))
+        errors = []
+        if content.startswith("---\n"):
+            front = content[4:].split("\n---", 1)[0]
+            try:
+                meta = yaml.safe_load(front)
+            except yaml.YAMLError as exc:
+                meta, errors = None, [{"message": f"not YAML: {exc}"}]
+            if not errors and not isinstance(meta, dict):
+                errors.append({"message": "the metadata is not a mapping"})
+            elif isinstance(meta, dict) and not isinstance(meta.get("tags", []), list):
+                errors.append({"message": '"tags" must be an array'})
+        self._json(400 if errors else 200, {"errors": errors, "warnings": []})
+
     def _create_repo(self) -> None:
         req = json.loads(self._body() or b"{}")
         name = f"{req.get('organization') or 'user'}/{req['name']}"

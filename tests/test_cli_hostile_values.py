@@ -4,6 +4,7 @@ a spec's values are shown escaped by `validate`, `run` and `status`, never acted
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -60,7 +61,7 @@ def _spec(tmp_path: Path, text: str, name: str = "spec.yaml") -> Path:
 def test_validate_refuses_a_bare_number_with_the_fix(tmp_path: Path) -> None:
     spec = _spec(tmp_path, HOSTILE.replace("wall_clock: 10m", "wall_clock: 6"))
     out = _runspec("validate", str(spec))
-    assert out.returncode == 1
+    assert out.returncode == 2
     assert (
         out.stdout.decode() == f"{spec}:16:15: /budget/wall_clock: 6 has no unit: write 6h or 6s\n"
     )
@@ -94,7 +95,7 @@ def test_run_refuses_a_run_folder_inside_the_state_folders_own(tmp_path: Path) -
 def test_validate_shows_control_characters_escaped(tmp_path: Path) -> None:
     spec = _spec(tmp_path, HOSTILE + '"\\e[31mred\\u202Eevil": 1\n', name="bad.yaml")
     out = _runspec("validate", str(spec))
-    assert out.returncode == 1
+    assert out.returncode == 2
     _no_raw_controls(out)
     assert b"/\\x1b[31mred\\u202eevil: unknown key '\\x1b[31mred\\u202eevil'" in out.stdout
     as_json = _runspec("validate", "--json", str(spec))
@@ -108,10 +109,13 @@ def test_run_and_status_show_spec_values_escaped(tmp_path: Path) -> None:
     assert out.returncode == 1  # the dataset does not exist: the run fails at staging
     _no_raw_controls(out)
     assert b"/nonexistent/\\x1b[31mred\\u202eevil/data.yaml does not exist" in out.stdout
-    status = _runspec("status", "--state", str(state))
+    status = _runspec("status", "-a", "--state", str(state))
     assert status.returncode == 0
     _no_raw_controls(status)
-    assert b"runs/\\x1b]0;title\\x07/hostile" in status.stdout
+    # The failed run's reason quotes the spec's dataset path.
+    assert b"/nonexistent/\\x1b[31mred\\u202eevil/data.yaml does not exist" in status.stdout
+    as_json = _runspec("status", "-a", "--json", "--state", str(state))
+    assert json.loads(as_json.stdout)[0]["run_dir"].endswith("runs/\x1b]0;title\x07/hostile")
 
 
 def test_daemon_config_durations_need_a_unit_too(make_daemon, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -83,10 +83,14 @@ def test_two_specs_run_one_after_the_other(make_daemon) -> None:  # type: ignore
     for name, record in (("one", one), ("two", two)):
         assert record["last_push"]["final"] is True
         assert (daemon.state / "pushed" / name / "weights" / "last.pt").is_file()
-    summary = next(line for line in daemon.output.splitlines() if line.startswith("summary one:"))
-    assert summary.startswith("summary one: completed, epoch 2/2, last verified push: epoch 2")
-    assert " billed, $" in summary and "finish: none: machine left running" in summary
-    assert "summary two: completed" in daemon.output
+    # --once ends with each run's summary, every line naming its run.
+    lines = daemon.output.splitlines()
+    first = lines.index("one: summary: completed at epoch 2/2: training completed")
+    summary = lines[first : first + 5]
+    assert summary[2].startswith("one:   verified final push: epoch 2, ")
+    assert " billed, $" in summary[3] and summary[4] == "one:   finish: none: machine left running"
+    assert lines[first + 5] == "two: summary: completed at epoch 2/2: training completed"
+    assert lines[-1] == "two:   finish: none: machine left running"
 
 
 @pytest.mark.timeout(1200)

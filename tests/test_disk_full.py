@@ -73,7 +73,8 @@ def test_a_disk_too_small_for_the_staged_copies_never_destroys_and_recovers(
     daemon.wait_ready()
     wait_until(lambda: "DISK FULL" in daemon.output, timeout=BOUND, what="the full disk")
     assert standin.made("DELETE") == [], "destroyed while the newest weights were unpushed"
-    assert "push NOT possible: no space left" in daemon.output
+    # The push's failure is said right after the note of the full disk.
+    wait_until(lambda: "push NOT possible: no space left" in daemon.output, what="the refusal")
     # `runspec status` says so, though the disk is too full to save the run's record.
     (row,) = status(daemon.state, "full")
     assert row["disk_full"]["path"].startswith(str(state)), row

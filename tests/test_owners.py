@@ -90,7 +90,7 @@ def test_a_lost_trainer_json_never_starts_a_second_trainer(make_daemon: Any) -> 
     record = second.record("lost")
     assert record is not None and record["termination"] == "completed"
     assert record["restarts_used"] == 0 and record["epoch"] == 6
-    started = (first.output + second.output).count("trainer started: pid")
+    started = (first.output + second.output).count("epochs (trainer pid")
     assert started == 1, "a second trainer was started"
     console = (second.state / "runs" / "lost" / "console.log").read_text()
     assert console.count("runspec.trainer: completed") == 1

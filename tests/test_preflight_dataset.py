@@ -11,7 +11,7 @@ from runspec import staging
 from runspec.loader import load_spec
 from runspec.paths import RunPaths
 from runspec.preflight.checks import doctor_check
-from runspec.preflight.profile import profile_check, train_images
+from runspec.preflight.profile import epochs_that_fit, profile_check, train_images
 from runspec.preflight.report import CheckStatus
 
 
@@ -75,6 +75,22 @@ def test_the_profiler_gives_a_verdict_and_the_cost_per_epoch(
     assert "img/s" in result.message and "per epoch of 8 images" in result.message
     assert "$" in result.message and "a faster GPU buys nothing" in result.message
     assert "batch 4," in result.message  # the batch LibreYOLO profiled, read from its report
+    # The answer comes first: three epochs of a few seconds fit in ten minutes.
+    assert result.message.startswith("all 3 of your 3 epochs fit in the 10m00s wall clock")
+
+
+def test_the_profile_says_how_many_epochs_fit_and_warns_when_not_all(tmp_path: Path) -> None:
+    spec_path = tmp_path / "long.yaml"
+    spec_path.write_text(
+        "runspec: 1\nname: long\ndataset:\n  synthetic: {}\n"
+        "train: {model: yolo9-t, epochs: 100, device: cpu}\n"
+        "budget: {wall_clock: 1h, reserve: 10m}\n"
+    )
+    spec = load_spec(spec_path)
+    # 50 minutes left after the reserve, 60 s epochs: 50 of them.
+    assert epochs_that_fit(spec, 60.0) == 50
+    assert epochs_that_fit(spec, 1.0) == 100  # never more than asked for
+    assert epochs_that_fit(spec, 4000.0) == 0
 
 
 @pytest.mark.training

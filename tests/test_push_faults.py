@@ -43,7 +43,7 @@ def test_commit_fault_fails_the_push_and_the_retry_verifies(
     wait_until(lambda: run.reload().push_error is not None, 60, "the failed push", run)
     assert run.reload().last_push is None
     assert hub_server.files("me/run1") == []
-    assert any("push failed, retrying in 30 s" in line for line in run.lines)
+    assert any("push failed, retrying in 30s" in line for line in run.lines)
     failed_at = run.clock.time()
     # A new checkpoint during the backoff does not cut it short...
     run.clock.advance(29)

@@ -63,6 +63,12 @@ def test_the_budget_stops_training_at_an_epoch_boundary_and_finishes_before_the_
     staged = state / "jobs" / "budgeted" / "staged" / "weights" / "last.pt"
     assert is_intact(staged)
     assert remote.sha256 == hashlib.sha256(staged.read_bytes()).hexdigest()
+    # The epoch lines said early where the budget would cut the run; the Hub's model card
+    # says why it stopped, beside the curves it shows.
+    assert "the budget stops it at about epoch" in out and " of 500" in out
+    card = hub_server.read_file("tester/budgeted", "README.md").decode()
+    assert f"| epochs | {record['epoch']} of 500 |" in card and "| ended | budget" in card
+    assert hub_server.read_file("tester/budgeted", "runspec/curves.png").startswith(b"\x89PNG")
 
 
 def test_an_unverifiable_final_push_never_destroys_the_machine(

@@ -37,9 +37,9 @@ def test_valid_examples_exit_zero_and_print_nothing_on_stdout() -> None:
     assert "4 specs valid" in result.stderr
 
 
-def test_an_invalid_spec_exits_one_with_one_line_per_problem() -> None:
+def test_an_invalid_spec_exits_two_with_one_line_per_problem() -> None:
     result = _run("validate", "tests/specs/invalid/many_problems.yaml")
-    assert result.returncode == 1
+    assert result.returncode == 2
     expected = (INVALID / "many_problems.expected").read_text(encoding="utf-8")
     assert result.stdout == expected.replace(
         "many_problems.yaml", "tests/specs/invalid/many_problems.yaml"
@@ -51,7 +51,7 @@ def test_json_output_is_only_the_list(
     flag: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(INVALID)
-    assert main(["validate", *flag, "train_batch_not_divisible.yaml", "args_unknown.yaml"]) == 1
+    assert main(["validate", *flag, "train_batch_not_divisible.yaml", "args_unknown.yaml"]) == 2
     out = json.loads(capsys.readouterr().out)
     assert out == [
         {
@@ -92,7 +92,7 @@ def test_folders_are_searched_recursively_for_yaml_and_yml(
     spec_file("not: [a spec", "runs/.hidden/ignored.yaml")
     spec_file("not: [a spec", "runs/notes.txt")
     root = good.parent.parent
-    assert main(["validate", "--json", str(root)]) == 1
+    assert main(["validate", "--json", str(root)]) == 2
     problems = json.loads(capsys.readouterr().out)
     assert [(p["file"], p["pointer"]) for p in problems] == [(str(bad), "/train/epochs")]
     assert main(["validate", str(root / "a")]) == 0
@@ -105,9 +105,15 @@ def test_a_missing_path_is_a_usage_error_and_the_rest_is_still_checked(
         ["validate", "--json", str(tmp_path / "nope.yaml"), str(INVALID / "yaml_empty.yaml")]
     )
     assert code == 2
-    captured = capsys.readouterr()
-    assert [p["pointer"] for p in json.loads(captured.out)] == [""]
-    assert "nope.yaml: no such file or folder" in captured.err
+    # With --json the missing file is in the JSON too, as a problem with the whole file.
+    problems = json.loads(capsys.readouterr().out)
+    assert [(p["file"], p["pointer"]) for p in problems] == [
+        (str(tmp_path / "nope.yaml"), ""),
+        (str(INVALID / "yaml_empty.yaml"), ""),
+    ]
+    assert problems[0]["message"] == "no such file or folder"
+    assert main(["validate", str(tmp_path / "nope.yaml")]) == 2
+    assert "nope.yaml: no such file or folder" in capsys.readouterr().err
 
 
 def test_an_unreadable_file_in_a_folder_exits_two(
@@ -164,4 +170,4 @@ def test_the_pre_commit_hook_validates_the_specs_it_selects() -> None:
     assert program == "runspec"
     files = sorted(str(p) for p in (REPO / "specs").glob("*.yaml"))
     assert main([*args, *files]) == 0
-    assert main([*args, str(INVALID / "name_pattern.yaml")]) == 1
+    assert main([*args, str(INVALID / "name_pattern.yaml")]) == 2

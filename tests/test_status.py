@@ -7,10 +7,13 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
+from runspec import control
 from runspec.accept import accept
-from runspec.clock import SYSTEM, utc_iso
+from runspec.clock import SYSTEM, parse_utc_iso, utc_iso
+from runspec.control import EpochMarker
 from runspec.loader import load_spec_text
 from runspec.state import PushRecord, RecordStore, RunStatus
 from tests.fixtures_daemon import REPO, spec_text, wait_until
@@ -85,6 +88,29 @@ def test_status_table_and_json(tmp_path: Path) -> None:
     assert 3 * 3600 - 120 < rows[0]["budget_left_seconds"] <= 3 * 3600
 
 
+def test_status_says_where_the_budget_stops_a_run(tmp_path: Path) -> None:
+    """From the planner's own figures in the control folder: the stop time, the next epochs'
+    predicted lengths, and when the last epoch ended."""
+    state = tmp_path / "state"
+    _training(state, "eps")
+    control_dir = state / "jobs" / "eps" / "control"
+    ended = SYSTEM.time() - 30
+    control.write_epoch_marker(
+        control_dir, EpochMarker(12, 100, 60.0, False, ended, {})
+    )  # fmt: skip
+    # Validation every 10 epochs (the spec's default): epoch 20 takes 90 s, the others 60 s;
+    # epochs 13 to 19 and 20 fit before the stop time, 21 would not.
+    guesses = {"validating": 90.0, "plain": 60.0}
+    control.write_deadline(control_dir, ended + 7 * 60 + 90 + 5, guesses)
+    out = _runspec("status", "--state", str(state))
+    assert "eps: the budget stops this run at about epoch 20 of 100" in out.stdout, out.stdout
+    rows = json.loads(_runspec("status", "--json", "--state", str(state)).stdout)
+    assert rows[0]["budget_stops_at_epoch"] == 20
+    # With room for every epoch it says nothing of the kind.
+    control.write_deadline(control_dir, ended + 100 * 90, guesses)
+    assert "the budget stops" not in _runspec("status", "--state", str(state)).stdout
+
+
 def test_status_watch_redraws_as_the_run_moves_and_ends_on_ctrl_c(tmp_path: Path) -> None:
     state = tmp_path / "state"
     _training(state, "delta")
@@ -126,20 +152,64 @@ def test_status_of_an_unknown_run_is_a_usage_error(tmp_path: Path) -> None:
     assert "no run named 'nope'" in out.stderr
 
 
-def test_logs_prints_the_training_log(tmp_path: Path) -> None:
+def _log_files(state: Path, run_dir: Path, name: str) -> tuple[Path, Path]:
+    """runspec.log (UTC ISO times) and console.log (LibreYOLO's local times, a traceback with
+    none), as a run leaves them."""
+    own = state / "jobs" / name / "runspec.log"
+    own.write_text(
+        "2026-11-30T10:00:00+00:00 preflight: checking this machine\n"
+        "2026-11-30T10:00:05+00:00 training: yolo9-t, 100 epochs\n"
+        "2026-11-30T10:00:20+00:00 failed: LibreYOLO failed: RuntimeError: boom\n"
+    )
+    console = run_dir / "console.log"
+    console.write_text(
+        f"{_local('2026-11-30T10:00:06+00:00')} | INFO     | Starting training\n"
+        f"{_local('2026-11-30T10:00:10+00:00')} | WARNING  | No predictions to evaluate\n"
+        "Traceback (most recent call last):\n"
+        "RuntimeError: boom\n"
+    )
+    return own, console
+
+
+def _local(iso: str) -> str:
+    """A UTC time as LibreYOLO stamps its lines: local time, to the second."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(parse_utc_iso(iso)))
+
+
+def test_logs_tells_the_story_in_time_order_with_the_traceback(tmp_path: Path) -> None:
     state = tmp_path / "state"
     run_dir = _training(state, "gamma")
-    (run_dir / "train.log").write_text("epoch 1/100 loss 3.2\nepoch 2/100 loss 2.9\n")
+    _log_files(state, run_dir, "gamma")
+    (run_dir / "train.log").write_text("the same lines as console.log: not shown twice\n")
     out = _runspec("logs", "gamma", "--state", str(state))
-    assert out.returncode == 0
-    assert out.stdout == "epoch 1/100 loss 3.2\nepoch 2/100 loss 2.9\n"
+    assert out.returncode == 0, out.stderr
+    texts = [line.split(" ", 2)[2] for line in out.stdout.splitlines()]
+    assert texts == [
+        "runspec: preflight: checking this machine",
+        "runspec: training: yolo9-t, 100 epochs",
+        "train: Starting training",
+        "train: WARNING No predictions to evaluate",
+        "train: Traceback (most recent call last):",
+        "train: RuntimeError: boom",
+        "runspec: failed: LibreYOLO failed: RuntimeError: boom",
+    ]
+    last3 = _runspec("logs", "gamma", "-n", "3", "--state", str(state))
+    assert last3.stdout.splitlines() == out.stdout.splitlines()[-3:]
+    as_json = _runspec("logs", "gamma", "-n", "1", "--json", "--state", str(state))
+    assert json.loads(as_json.stdout) == {
+        "time": "2026-11-30T10:00:20+00:00",
+        "source": "runspec",
+        "text": "failed: LibreYOLO failed: RuntimeError: boom",
+    }
+    only = _runspec("logs", "gamma", "--training", "--state", str(state))
+    assert [line.split(" ", 2)[2] for line in only.stdout.splitlines()] == texts[2:6]
 
 
-def test_logs_follow_ends_with_the_run(tmp_path: Path) -> None:
+def test_logs_follow_runs_from_preflight_until_the_run_ends(tmp_path: Path) -> None:
     state = tmp_path / "state"
     run_dir = _training(state, "delta")
-    log = run_dir / "train.log"
-    log.write_text("first\n")
+    own = state / "jobs" / "delta" / "runspec.log"
+    own.write_text(f"{utc_iso(SYSTEM.time())} preflight: checking this machine\n")
     proc = subprocess.Popen(
         [sys.executable, "-m", "runspec", "logs", "delta", "-f", "--state", str(state)],
         stdout=subprocess.PIPE,
@@ -147,19 +217,21 @@ def test_logs_follow_ends_with_the_run(tmp_path: Path) -> None:
         cwd=REPO,
     )
     assert proc.stdout is not None
-    assert proc.stdout.readline() == "first\n"
-    with log.open("a") as fh:
-        fh.write("second\n")
-    assert proc.stdout.readline() == "second\n"
+    # runspec's own lines come before training has a folder of its own.
+    assert proc.stdout.readline().endswith("runspec: preflight: checking this machine\n")
+    console = run_dir / "console.log"
+    with console.open("a") as fh:
+        fh.write(f"{utc_iso(SYSTEM.time())} runspec.trainer: starting (pid 1)\n")
+    assert proc.stdout.readline().endswith("train: runspec.trainer: starting (pid 1)\n")
     store = RecordStore(state)
     record = store.load("delta")
     assert record is not None
-    with log.open("a") as fh:
-        fh.write("last\n")
+    with own.open("a") as fh:
+        fh.write(f"{utc_iso(SYSTEM.time())} training completed\n")
     for status in (RunStatus.STOPPING, RunStatus.PUSHING, RunStatus.FINISHED):
         store.transition(record, status, "test")
     assert proc.wait(timeout=30) == 0
-    assert proc.stdout.read() == "last\n"
+    assert proc.stdout.read().endswith("runspec: training completed\n")
 
 
 def test_cancel_a_queued_run(tmp_path: Path, make_daemon) -> None:  # type: ignore[no-untyped-def]

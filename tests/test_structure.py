@@ -15,7 +15,7 @@ MAX_LINES = 400
 
 # The parent's side of the process model: what runs in the daemon or `runspec run`.
 PARENT = ("runspec.launcher", "runspec.lifecycle", "runspec.supervise", "runspec.daemon")
-CHILDREN = ("runspec.trainer", "runspec.modelbuild", "runspec.preflight")
+CHILDREN = ("runspec.trainer", "runspec.modelbuild", "runspec.preflight", "runspec.curves")
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     # The daemon never depends on the command line.
     "runspec.daemon": ("runspec.commands", "runspec.cli"),
@@ -24,6 +24,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "runspec.trainer": (*PARENT, "runspec.preflight", "runspec.push", "runspec.endgame"),
     "runspec.modelbuild": (*PARENT, "runspec.preflight", "runspec.trainer"),
     "runspec.preflight": (*PARENT, "runspec.trainer", "runspec.endgame"),
+    # The curves' child draws from the run folder alone.
+    "runspec.curves": (*PARENT, "runspec.preflight", "runspec.trainer", "runspec.push"),
 }
 
 

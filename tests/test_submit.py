@@ -88,7 +88,7 @@ def test_submit_refuses_an_invalid_spec(tmp_path: Path) -> None:
     spec = tmp_path / "bad.yaml"
     spec.write_text(spec_text("bad").replace("epochs: 2", "epochs: zero"))
     out = _run(sys.executable, "-m", "runspec", "submit", str(spec), "--inbox", str(inbox))
-    assert out.returncode == 1
+    assert out.returncode == 2  # an invalid spec: the same code from every command
     assert f"{spec}:7:11: /train/epochs:" in out.stdout
     assert list(inbox.iterdir()) == []
 
@@ -134,7 +134,7 @@ def test_submit_of_a_file_past_the_limit_reads_no_further(tmp_path: Path) -> Non
     with big.open("wb") as fh:
         fh.truncate(1 << 30)  # sparse
     out = _run(sys.executable, "-m", "runspec", "submit", str(big), "--inbox", str(inbox))
-    assert out.returncode == 1
+    assert out.returncode == 2
     assert f"{big}:1:1: : the file is 1,073,741,824 bytes; a spec may be at most 1 MiB" in (
         out.stdout
     )

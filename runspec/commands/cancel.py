@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import argparse
 
-from runspec.commands import add_state, state_dir
+from runspec.commands import add_format, add_state, print_json, state_dir
+from runspec.errors import Outcome
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", help="the run's name")
     add_state(parser)
+    add_format(parser)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> Outcome:
     from runspec.clock import SYSTEM
     from runspec.daemon.queue import request_cancel
     from runspec.errors import UsageError
@@ -33,10 +35,16 @@ def run(args: argparse.Namespace) -> int:
     owner = run_holder(paths) or daemon_holder(layout)
     where = str(owner) if owner else "whoever drives it next (no daemon runs now)"
     if record.status is RunStatus.QUEUED:
-        print(f"cancel requested: {where} removes {args.name} from the queue")
+        line = f"cancel requested: {where} removes {args.name} from the queue"
     else:
-        print(
+        line = (
             f"cancel requested: {where} stops {args.name} at the next epoch boundary "
             "and pushes; the machine is kept"
         )
-    return 0
+    if args.format == "json":
+        print_json(
+            {"cancel_requested": True, "name": args.name, "by": str(owner) if owner else None}
+        )
+    else:
+        print(line)
+    return Outcome.OK

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from runspec.commands import add_format, print_json
-from runspec.errors import EXIT_OK
+from runspec.errors import Outcome
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_format(parser)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> Outcome:
     from runspec.cost import estimate
     from runspec.loader import load_spec
 
@@ -25,4 +25,4 @@ def run(args: argparse.Namespace) -> int:
         print_json(result.to_json())
     else:
         print(result.render_text())
-    return EXIT_OK
+    return Outcome.OK

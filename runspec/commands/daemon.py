@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runspec.commands import add_state
+from runspec.commands import add_format, add_state, print_json
+from runspec.errors import Outcome
 
 READY_WAIT_S = 60.0
 
@@ -40,13 +41,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="the secrets' file (default /etc/runspec/env; under systemd the unit reads it)",
     )
+    add_format(parser)  # json: one JSON object per line (time, priority, text)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> Outcome:
     from runspec import envfile
     from runspec.daemon.config import load_config
     from runspec.daemon.loop import main
     from runspec.paths import ENV_FILE
+    from runspec.voice import Stream, set_live, setup_logging
 
     config = load_config(
         args.config,
@@ -56,13 +59,18 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         config = config.with_overrides(finish_dry_run=True)
     if args.detach:
-        return _detach(config.state)
+        return _detach(config.state, args.format == "json")
     if args.env_file is not None or not envfile.started_by_systemd():
         envfile.load(args.env_file or ENV_FILE)
-    return main(config, args.config, once=args.once)
+    # One stream for the daemon's lines and its log: the journal keeps them in order.
+    stream = Stream(sys.stdout, json_lines=args.format == "json")
+    setup_logging(stream, args.verbose, tag="runspecd")
+    set_live(stream.live)
+    main(config, args.config, once=args.once, say=stream)
+    return Outcome.OK
 
 
-def _detach(state: Path) -> int:
+def _detach(state: Path, as_json: bool) -> Outcome:
     """Start this same command without --detach in a session of its own, wait until it holds
     the state folder, and leave it running."""
     from runspec.clock import SYSTEM
@@ -89,9 +97,12 @@ def _detach(state: Path) -> int:
         holder = daemon_holder(layout)
         if holder is not None and holder.pid == proc.pid:
             layout.daemon_pid.write_text(f"{proc.pid}\n")
+            if as_json:
+                print_json({"pid": proc.pid, "log": str(layout.daemon_log)})
+                return Outcome.OK
             print(f"runspecd started: pid {proc.pid}, log {layout.daemon_log}")
             print(f"stop it with: kill $(cat {layout.daemon_pid})")
-            return 0
+            return Outcome.OK
         if proc.poll() is not None:
             tail = layout.daemon_log.read_text(errors="replace").splitlines()[-5:]
             raise RunspecError("the daemon did not start:\n" + "\n".join(tail))

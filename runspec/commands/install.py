@@ -14,6 +14,9 @@ import shutil
 import sys
 from pathlib import Path
 
+from runspec.commands import add_format, print_json
+from runspec.errors import Outcome
+
 UNIT_NAME = "runspecd.service"
 DROPIN_DIR = UNIT_NAME + ".d"
 SHIPPED_EXEC = Path("/usr/local/bin/runspec")
@@ -32,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the runspec program the unit runs (default: the one running this command)",
     )
     parser.add_argument("--force", action="store_true", help="overwrite an existing config")
+    add_format(parser)
 
 
 def unit_source() -> Path:
@@ -96,7 +100,7 @@ def _under(root: Path, path: str) -> Path:
     return root / path.lstrip("/")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> Outcome:
     from runspec.daemon.config import DEFAULT_CONFIG_TEXT
     from runspec.errors import UsageError
 
@@ -149,9 +153,21 @@ def run(args: argparse.Namespace) -> int:
     os.chmod(writable_conf, 0o644)
     listed = ", ".join(str(f) for f in folders) or "none besides the state folder"
     done.append(f"drop-in {writable_conf} (writable: {listed})")
+    nxt = "systemctl daemon-reload && systemctl enable --now runspecd"
+    again = "systemctl daemon-reload && systemctl restart runspecd"
+    if args.format == "json":
+        here = root == Path("/")
+        print_json(
+            {
+                "installed": done,
+                "next": nxt if here else None,
+                "if_running": again if here else None,
+            }
+        )
+        return Outcome.OK
     for line in done:
         print(f"installed {line}")
     if root == Path("/"):
-        print("next: systemctl daemon-reload && systemctl enable --now runspecd")
-        print("      (already running: systemctl daemon-reload && systemctl restart runspecd)")
-    return 0
+        print(f"next: {nxt}")
+        print(f"      (already running: {again})")
+    return Outcome.OK

@@ -1,12 +1,17 @@
-"""`runspec logs NAME [-f]`: the run's training log; -f follows it until the run ends."""
+"""`runspec logs NAME`: the run's story as one stream: runspec's own lines and the training's
+output (a crash's traceback included), in time order, like `journalctl` or `docker logs`.
+
+-n N shows the last N lines; -f follows the run until it ends, from its preflight and staging
+on (runspec's lines) through training.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from runspec.commands import add_state, state_dir
+from runspec.commands import add_format, add_state, state_dir
+from runspec.errors import Outcome
 
 FOLLOW_POLL = 0.5
 
@@ -15,51 +20,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", help="the run's name")
     parser.add_argument("-f", "--follow", action="store_true", help="follow until the run ends")
     parser.add_argument(
-        "--runspec", action="store_true", help="runspec's own log for the run, not training's"
+        "-n", "--lines", type=int, default=None, metavar="N", help="only the last N lines"
     )
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--runspec", action="store_true", help="only runspec's own lines")
+    only.add_argument("--training", action="store_true", help="only the training's output")
     add_state(parser)
+    add_format(parser)  # json: one object per line (time, source, text)
 
 
-def log_file(state: Path, name: str, own: bool) -> Path:
-    from runspec.paths import StateLayout
-
-    paths = StateLayout(state).run_paths(name)
-    if own:
-        return paths.runspec_log
-    candidates = [paths.run_dir / "train.log", paths.run_dir / "console.log"]
-    for path in candidates:
-        if path.exists():
-            return path
-    return candidates[0]
-
-
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> Outcome:
     from runspec.clock import SYSTEM
     from runspec.errors import UsageError
+    from runspec.paths import StateLayout
+    from runspec.printable import printable
     from runspec.state import RecordStore, RunStatus
+    from runspec.views.logstream import Entry, log_files, read_all
 
+    if args.lines is not None and args.lines < 0:
+        raise UsageError(f"-n takes a number of lines, 0 or more, not {args.lines}")
     state = state_dir(args)
     store = RecordStore(state)
     if store.load(args.name) is None:
         raise UsageError(f"no run named {args.name!r} in {state}")
-    offset = 0
-    while True:
-        record = store.load(args.name)
-        # Read once more after the run ended, so the log's tail is never lost.
-        done = not args.follow or record is None or record.status is RunStatus.FINISHED
-        path = log_file(state, args.name, args.runspec)
-        try:
-            with path.open("rb") as fh:
-                fh.seek(offset)
-                chunk = fh.read()
-        except FileNotFoundError:
-            chunk = b""
-        if chunk:
-            sys.stdout.buffer.write(chunk)
-            sys.stdout.flush()
-            offset += len(chunk)
-        if done:
-            if not chunk and offset == 0 and not args.follow:
-                print(f"(no log yet at {path})", file=sys.stderr)
-            return 0
+    paths = StateLayout(state).run_paths(args.name)
+    files = log_files(paths, runspec=not args.training, training=not args.runspec)
+
+    def show(entries: list[Entry]) -> None:
+        for entry in entries:
+            # Log lines quote spec values and whatever the trainer printed: shown, never acted
+            # on by a terminal.
+            text = entry.to_json() if args.format == "json" else printable(entry.render())
+            sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+    record = store.load(args.name)
+    ended = record is None or record.status is RunStatus.FINISHED
+    first = read_all(files, final=ended or not args.follow)
+    if args.lines is not None:
+        first = first[len(first) - args.lines :] if args.lines else []
+    show(first)
+    while args.follow and not ended:
         SYSTEM.sleep(FOLLOW_POLL)
+        record = store.load(args.name)
+        ended = record is None or record.status is RunStatus.FINISHED
+        # Read once more after the end, so the tail is never lost. The training's output
+        # appears only once training starts: a missing file is simply empty until then.
+        show(read_all(files, final=ended))
+    return Outcome.OK

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from runspec.commands import add_format, add_state, print_json, state_dir
+from runspec.errors import Outcome
 
 # The checks take seconds; a hung driver or collective must still end the command.
 DEFAULT_TIMEOUT_S = 300.0
@@ -29,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> Outcome:
     from runspec.loader import load_spec
     from runspec.paths import RunPaths
     from runspec.preflight import run_preflight
@@ -43,4 +44,4 @@ def run(args: argparse.Namespace) -> int:
         print_json(report.to_json())
     else:
         print(report.render_text())
-    return 1 if report.failed else 0
+    return Outcome.FAILED if report.failed else Outcome.OK

@@ -10,6 +10,7 @@ import argparse
 import shutil
 
 from runspec.commands import add_format, add_state, print_json, state_dir
+from runspec.errors import Outcome
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_format(parser)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> Outcome:
     from runspec.errors import RunspecError, UsageError
     from runspec.owner import RunLock
     from runspec.paths import StateLayout
@@ -63,4 +64,4 @@ def run(args: argparse.Namespace) -> int:
         print(printable(f"removed run {args.name}: {', '.join(removed)}"))
         for folder in kept:
             print(printable(f"kept its run folder {folder} (--run-folder deletes it too)"))
-    return 0
+    return Outcome.OK

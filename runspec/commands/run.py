@@ -9,6 +9,7 @@ from pathlib import Path
 from types import FrameType
 
 from runspec.commands import add_format, add_state, print_json, state_dir
+from runspec.errors import Outcome
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,17 +23,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> Outcome:
     from runspec.accept import accept
     from runspec.lifecycle import Lifecycle, LifecycleOptions
     from runspec.loader import load_spec
     from runspec.owner import RunLock
     from runspec.paths import RunPaths
-    from runspec.printable import printable
     from runspec.provenance import git_info
     from runspec.state import RecordStore
-    from runspec.verdict import exit_code, run_safety
+    from runspec.verdict import run_outcome, run_safety
     from runspec.views.report import summary_lines
+    from runspec.voice import Stream, set_live, setup_logging, tagged
 
     state = state_dir(args)
     spec = load_spec(args.spec, state)
@@ -46,12 +47,14 @@ def run(args: argparse.Namespace) -> int:
         paths = RunPaths.for_spec(spec, state)
         as_json = args.format == "json"
         # With --json, stdout holds only the final JSON; progress goes to stderr.
-        out = sys.stderr if as_json else sys.stdout
+        stream = Stream(sys.stderr if as_json else sys.stdout)
+        setup_logging(stream, args.verbose)
+        set_live(stream.live)
 
         def progress(text: str) -> None:
-            # Lines quote spec values (paths, reasons): shown, never acted on by a terminal.
-            for line in text.splitlines() or [""]:
-                print(printable(line), file=out, flush=True)
+            # Every line says which run it is about, as the daemon's do.
+            for line in tagged(spec.name, text):
+                stream(line)
 
         lifecycle = Lifecycle(
             spec,
@@ -75,6 +78,6 @@ def run(args: argparse.Namespace) -> int:
     if as_json:
         print_json(record.to_json())
     else:
-        for line in summary_lines(spec, record):
+        for line in summary_lines(spec, paths, record):
             progress(line)
-    return exit_code(run_safety(paths, spec, record), record)
+    return run_outcome(run_safety(paths, spec, record), record)

@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from runspec.commands import add_format
+from runspec.errors import Outcome
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    del parser  # no options: the schema is one document
+    add_format(parser)  # the schema is JSON either way; --json is taken for uniformity
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> Outcome:
     from runspec.loader import SCHEMA_PATH  # here, not at the top: keeps `runspec --help` light
 
     sys.stdout.write(SCHEMA_PATH.read_text(encoding="utf-8"))
-    return 0
+    return Outcome.OK

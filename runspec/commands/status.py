@@ -1,41 +1,78 @@
-"""`runspec status [NAME]`: runs, epoch, ETA, best metric, last verified push, budget, cost."""
+"""`runspec status [NAME]`: the runs under way (all of them with -a), with epoch, ETA, best
+metric, last verified push, budget and cost; the specs waiting in the inbox and those the
+daemon refused, with its reason. Reads the state folder and the inbox only: it answers with no
+daemon running."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from runspec.commands import add_format, add_state, print_json, state_dir
+from runspec.errors import Outcome
 
 WATCH_EVERY = 2.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", nargs="?", help="one run (default: all)")
+    parser.add_argument("name", nargs="?", help="one run (default: every run under way)")
+    parser.add_argument(
+        "-a",
+        "--all",
+        action="store_true",
+        help="finished runs too, and every refused spec (not only the last day's)",
+    )
     add_format(parser)
     add_state(parser)
+    parser.add_argument(
+        "--inbox", type=Path, default=None, help="the daemon's inbox (default: its config's)"
+    )
     parser.add_argument("--watch", action="store_true", help="redraw every 2 s until Ctrl-C")
 
 
-def run(args: argparse.Namespace) -> int:
+def _inbox(args: argparse.Namespace, state: Path) -> Path:
+    """The daemon's inbox: --inbox, else its config's, else <state>/inbox."""
+    if args.inbox is not None:
+        return Path(args.inbox).absolute()
+    from runspec.daemon.config import load_config
+    from runspec.errors import RunspecError
+
+    try:
+        return load_config(None, state=state).inbox
+    except RunspecError:
+        return state / "inbox"  # a broken config is the daemon's to report
+
+
+def run(args: argparse.Namespace) -> Outcome:
     from runspec.clock import SYSTEM
     from runspec.errors import UsageError
     from runspec.owner import daemon_holder
     from runspec.paths import StateLayout
     from runspec.printable import printable_lines
-    from runspec.state import RecordStore
-    from runspec.views.runinfo import damaged_info, info, table
+    from runspec.state import RecordStore, RunStatus
+    from runspec.views.inboxview import rejected, waiting
+    from runspec.views.runinfo import damaged_info, info
+    from runspec.views.statustable import table
 
     state = state_dir(args)
+    inbox = _inbox(args, state)
     store = RecordStore(state)
     while True:
+        now = SYSTEM.time()
         scan = store.scan()
-        rows = [info(state, r, SYSTEM.time()) for r in scan.records]
+        records = scan.records
+        finished = [r for r in records if r.status is RunStatus.FINISHED]
+        if not (args.all or args.name):
+            records = [r for r in records if r.status is not RunStatus.FINISHED]
+        rows = [info(state, r, now) for r in records]
         rows += [damaged_info(d) for d in scan.damaged]
         if args.name:
             rows = [r for r in rows if r["name"] == args.name]
             if not rows:
                 raise UsageError(f"no run named {args.name!r} in {state}")
+        else:
+            rows += waiting(inbox) + rejected(inbox, now, args.all)
         if args.format == "json":
             print_json(rows)
         else:
@@ -43,9 +80,12 @@ def run(args: argparse.Namespace) -> int:
                 sys.stdout.write("\x1b[H\x1b[2J")
             daemon = daemon_holder(StateLayout(state))
             print(f"runspecd: {'running, ' + str(daemon) if daemon else 'not running'} ({state})")
-            # Run folders come from specs: escaped, so a value cannot drive the terminal.
-            print(printable_lines(table(rows)) if rows else "no runs")
+            # Run folders and file names come from specs: escaped, so none drives the terminal.
+            print(printable_lines(table(rows)) if rows else "no runs under way")
+            hidden = len(finished) if not (args.all or args.name) else 0
+            if hidden:
+                print(f"({hidden} finished: runspec status -a shows them)")
         sys.stdout.flush()
         if not args.watch:
-            return 0
+            return Outcome.OK
         SYSTEM.sleep(WATCH_EVERY)

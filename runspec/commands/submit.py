@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 from runspec.commands import add_format, add_state, print_json, state_dir
-from runspec.errors import Problem
+from runspec.errors import Outcome, Problem
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,16 +26,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_format(parser)
 
 
-def _invalid(args: argparse.Namespace, problems: list[Problem]) -> int:
+def _invalid(args: argparse.Namespace, problems: list[Problem]) -> Outcome:
     if args.format == "json":
-        print_json({"submitted": False, "problems": [p.as_dict() for p in problems]})
+        print_json(
+            {
+                "submitted": False,
+                "error": Outcome.INVALID.value,
+                "problems": [p.as_dict() for p in problems],
+            }
+        )
     else:
         for problem in problems:
             print(problem)
-    return 1
+    return Outcome.INVALID
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> Outcome:
     import json
 
     from runspec.accept import check_name
@@ -88,4 +94,4 @@ def run(args: argparse.Namespace) -> int:
             where = f" from {git['path']} at {(git['commit'] or 'no commit')[:12]}{dirty}"
         print(printable(f"submitted {spec.name}{where} -> {target}"))
         print(f"follow it with: runspec status {spec.name}   (or runspec logs {spec.name} -f)")
-    return 0
+    return Outcome.OK

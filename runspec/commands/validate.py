@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from runspec.commands import add_format, print_json
-from runspec.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Problem, RunspecError
+from runspec.errors import Outcome, Problem, RunspecError
+from runspec.printable import printable
 
 SUFFIXES = (".yaml", ".yml")
 
@@ -35,37 +36,36 @@ def spec_files(path: Path) -> Iterator[Path]:
             yield found
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> Outcome:
     from runspec.loader import check_spec_file  # here: other commands need not load it
 
     problems: list[Problem] = []
-    code = EXIT_OK
+    unreadable: list[tuple[Problem, str]] = []  # files that could not be read, and the line
     checked = invalid = 0
     for root in args.paths:
         if not root.exists() and not root.is_symlink():
-            print(f"runspec: {root}: no such file or folder", file=sys.stderr)
-            code = EXIT_USAGE
+            why = "no such file or folder"
+            unreadable.append((Problem(str(root), 1, 1, "", why), f"{root}: {why}"))
             continue
         files = list(spec_files(root))
         if not files:
-            print(f"runspec: {root}: no *.yaml or *.yml files", file=sys.stderr)
-            code = EXIT_USAGE
+            why = "no *.yaml or *.yml files"
+            unreadable.append((Problem(str(root), 1, 1, "", why), f"{root}: {why}"))
         for path in files:
             try:
                 found = check_spec_file(path)
             except RunspecError as exc:
-                print(f"runspec: {exc}", file=sys.stderr)
-                code = EXIT_USAGE
+                unreadable.append((Problem(str(path), 1, 1, "", str(exc)), str(exc)))
                 continue
             checked += 1
             if found:
                 invalid += 1
                 problems.extend(found)
-                if code == EXIT_OK:
-                    code = EXIT_FAILED
     if args.format == "json":
-        print_json([p.as_dict() for p in problems])
+        print_json([p.as_dict() for p in [*(u for u, _ in unreadable), *problems]])
     else:
+        for _, line in unreadable:
+            print(f"runspec: {printable(line)}", file=sys.stderr)
         for problem in problems:
             print(problem)
         noun = "spec" if checked == 1 else "specs"
@@ -74,4 +74,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"{len(problems)} {many} in {invalid} of {checked} {noun}", file=sys.stderr)
         elif checked:
             print(f"{checked} {noun} valid", file=sys.stderr)
-    return code
+    if invalid:
+        return Outcome.INVALID
+    return Outcome.USAGE if unreadable else Outcome.OK

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from runspec.alerts import URL_FORM, URL_HINT
 from runspec.errors import UsageError
 from runspec.model import FinishAction, FinishSpec
 from runspec.paths import default_state_dir
@@ -30,6 +31,7 @@ KNOWN_KEYS = (
     "incomplete_wait",
     "shutdown_push_timeout",
     "writable",
+    "notify",
 )
 
 
@@ -56,6 +58,8 @@ class DaemonConfig:
     # output.project, a dataset.extract_to, an HF_HOME): the unit's sandbox lets the daemon
     # write only there (`runspec install` writes them into the unit's writable.conf).
     writable: tuple[Path, ...] = ()
+    # Notification URLs for runs whose spec has no `notify:`, and for the idle finish.
+    notify: tuple[str, ...] = ()
     source: Path | None = None  # the file it was read from, None for defaults
 
     @property
@@ -98,6 +102,22 @@ def _finish(raw: Any, where: str) -> FinishSpec:
     return FinishSpec(
         action=action, provider=str(raw.get("provider", "auto")), command=tuple(command)
     )
+
+
+def _notify(raw: Any, where: str) -> tuple[str, ...]:
+    """The same URLs a spec's `notify:` takes, checked by the same rules."""
+    from runspec.rules import check_rules
+
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(u, str) and u for u in raw):
+        raise ConfigError(f"{where}: notify must be a list of notification URLs")
+    for finding in check_rules({"notify": raw}):
+        raise ConfigError(f"{where}: notify[{finding.path[-1]}]: {finding.message}")
+    for url in raw:
+        if not URL_FORM.match(url):
+            raise ConfigError(f"{where}: notify: {url!r} is not a notification URL ({URL_HINT})")
+    return tuple(raw)
 
 
 def _path(raw: Any, base: Path) -> Path:
@@ -178,6 +198,7 @@ def load_config(
             _duration(raw.get("shutdown_push_timeout"), where, "shutdown_push_timeout") or 240.0
         ),
         writable=_writable(raw.get("writable"), where),
+        notify=_notify(raw.get("notify"), where),
         source=source,
     )
 
@@ -198,4 +219,6 @@ DEFAULT_CONFIG_TEXT = """\
 # writable: [/mnt/volume]          # folders outside the state folder that specs may write (a
 #                                  # volume for push.dir, output.project, dataset.extract_to,
 #                                  # HF_HOME); then `runspec install` and restart runspecd
+# notify: [ntfy://my-topic]        # apprise URLs for runs whose spec has no notify: (and the
+#                                  # idle finish); secrets as ${NAME}, set in /etc/runspec/env
 """

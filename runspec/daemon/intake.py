@@ -79,7 +79,8 @@ class Intake:
 
     def _rejected(self, name: str, dest: str, lines: list[str]) -> Outcome:
         where = self.inbox / "rejected" / dest
-        log.warning("inbox: rejected %s -> %s: %s", name, where, lines[0])
+        # The daemon says it to people, as a warning (runspec.daemon.loop).
+        log.debug("inbox: rejected %s -> %s: %s", name, where, lines[0])
         return Outcome(file=printable(name), rejected=where, reason="\n".join(lines))
 
     # -- claims ----------------------------------------------------------------------------

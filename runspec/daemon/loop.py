@@ -29,9 +29,9 @@ from runspec.locks import FileLock
 from runspec.model import Spec
 from runspec.owner import take_daemon_lock
 from runspec.paths import StateLayout
-from runspec.printable import printable
 from runspec.state import RecordStore, RunRecord
-from runspec.views.statusline import describe, summary
+from runspec.views.statusline import describe
+from runspec.voice import error, warning
 
 log = logging.getLogger("runspec.daemon")
 
@@ -107,7 +107,7 @@ class Daemon:
         self._start_scheduler()
         self._report(self.inbox.recover_claimed())
         self.inbox.start()
-        log.info("runspecd watching %s (state %s)", self.cfg.inbox, self.cfg.state)
+        self.progress(f"runspecd: watching {self.cfg.inbox} (state {self.cfg.state})")
         self.notifier.ready(self.status_text())
 
     def _start_scheduler(self) -> None:
@@ -138,18 +138,18 @@ class Daemon:
         if self.lock is not None:
             self.lock.release()
 
-    def serve(self) -> int:
+    def serve(self) -> None:
         """Run until SIGTERM (or, with --once, until nothing is left to do)."""
         self.start()
         try:
             while True:
                 if self._term:
                     self._shutdown()
-                    return 0
+                    return
                 self.step()
                 if self.once and self._nothing_left():
                     self._summary()
-                    return 0
+                    return
         finally:
             self.close()
 
@@ -201,13 +201,15 @@ class Daemon:
         for outcome in outcomes:
             self._queue_dirty = True
             if outcome.accepted:
-                self.progress(f"queued {outcome.accepted} (from {outcome.file})")
+                self.progress(f"{outcome.accepted}: queued (from {outcome.file})")
             elif outcome.rejected:
+                # A refusal is a warning: `journalctl -p warning` and `runspec status` show it.
                 first = outcome.reason.splitlines()[0] if outcome.reason else ""
-                self.progress(f"rejected {outcome.file} -> {outcome.rejected}: {first}")
+                where = f"{outcome.file} -> {outcome.rejected}"
+                self.progress(warning(f"inbox: rejected {where}: {first}"))
 
     def _reload(self) -> None:
-        log.info("SIGHUP: reloading the config and rescanning the inbox")
+        self.progress("runspecd: SIGHUP: reloading the config and rescanning the inbox")
         self.notifier.reloading()
         try:
             fresh = load_config(self.config_path, state=self.cfg.state, inbox=self.cfg.inbox)
@@ -218,7 +220,7 @@ class Daemon:
             self.inbox.incomplete_wait = self.cfg.incomplete_wait
             jobs.register(self.scheduler, self.cfg.rescan_every)
         except Exception as exc:  # a bad edit keeps the old config running
-            log.error("config reload failed, keeping the old one: %s", exc)
+            self.progress(error(f"runspecd: config reload failed, keeping the old one: {exc}"))
         self.inbox.scan()
         self.notifier.ready(self.status_text())
 
@@ -256,22 +258,24 @@ class Daemon:
         self.progress(f"{worker.name}: state saved; the trainer keeps running")
 
     def _summary(self) -> None:
+        """--once ends with what each run came to: the last lines a person reads."""
         for name in sorted(self.runs.retry):
             record = self.store.load(name)
             status = record.status.value if record else "unknown"
-            self.progress(f"summary {name}: NOT finished (stuck at {status}; see the log above)")
+            self.progress(error(f"{name}: NOT finished (stuck at {status}; see the lines above)"))
         if not self.runs.ended and not self.runs.retry:
-            self.progress("nothing to do: the queue is empty")
+            self.progress("runspecd: nothing to do: the queue is empty")
         for record in self.runs.ended:
-            self.progress(summary(record))
+            self.runs.say_summary(record)
 
 
-def main(config: DaemonConfig, config_path: Path | None, once: bool) -> int:
-    def progress(line: str) -> None:
-        print(printable(line), flush=True)  # file names and spec values: shown, never acting
-
-    daemon = Daemon(config, config_path=config_path, once=once, progress=progress)
+def main(
+    config: DaemonConfig, config_path: Path | None, once: bool, say: Callable[[str], None]
+) -> None:
+    """Serve until SIGTERM (or, with `once`, until nothing is left); `say` is the stream
+    people read (runspec.voice: escaped, with the journal's priorities)."""
+    daemon = Daemon(config, config_path=config_path, once=once, progress=say)
     try:
-        return daemon.serve()
+        daemon.serve()
     finally:
         sys.stdout.flush()

@@ -20,12 +20,15 @@ from runspec.daemon import queue as runqueue
 from runspec.daemon.config import DaemonConfig
 from runspec.daemon.worker import Worker
 from runspec.endgame import MACHINE, Endgame
+from runspec.errors import RunspecError
 from runspec.lifecycle import Lifecycle, LifecycleOptions
 from runspec.loader import load_spec
 from runspec.model import FinishAction
 from runspec.owner import RunLock
 from runspec.paths import StateLayout
 from runspec.state import RecordStore, RunRecord, RunStatus, Termination
+from runspec.views.report import summary_lines
+from runspec.voice import error, like, tagged
 
 log = logging.getLogger("runspec.daemon")
 
@@ -71,9 +74,11 @@ class RunKeeper:
             if bad.name not in self.set_aside and not bad.kept_as:
                 kept = self.store.set_aside(bad.name, bad.reason)
                 self.progress(
-                    f"{bad.name}: its record is damaged ({bad.reason}); set aside as "
-                    f"{kept.kept_as}; the other runs go on, and nothing ends this machine "
-                    f"until it is looked at (`runspec rm {bad.name}` once it is)"
+                    error(
+                        f"{bad.name}: its record is damaged ({bad.reason}); set aside as "
+                        f"{kept.kept_as}; the other runs go on, and nothing ends this machine "
+                        f"until it is looked at (`runspec rm {bad.name}` once it is)"
+                    )
                 )
             self.set_aside.add(bad.name)
         queued = runqueue.queued(self.store, scan.records)
@@ -113,8 +118,9 @@ class RunKeeper:
                     jobs.disarm_idle_finish(self.scheduler)
                 except Exception as exc:  # a full disk under its SQLite store
                     log.error("cannot disarm the idle finish: %s", exc)
-            verb = "resuming" if record.status is not RunStatus.QUEUED else "starting"
-            self.progress(f"{verb} {record.name} ({record.status.value})")
+            verb = "starting" if record.status is RunStatus.QUEUED else "resuming"
+            was = "" if record.status is RunStatus.QUEUED else f" ({record.status.value})"
+            self.progress(f"{record.name}: {verb}{was}")
             self.worker = Worker(lifecycle, lock)
             self.worker.thread.start()
             return
@@ -128,6 +134,7 @@ class RunKeeper:
             finish=True,
             finish_dry_run=self.cfg.finish_dry_run,
             progress=self._run_progress(record.name),
+            notify=self.cfg.notify,
         )
         return Lifecycle(spec, paths, self.store, options, clock=self.clock, lock=lock)
 
@@ -135,21 +142,32 @@ class RunKeeper:
         def progress(text: str) -> None:
             # The lifecycle's progress is what people read: stdout, so the journal too. Every
             # line of a block (a preflight report) says which run it is about.
-            for line in text.splitlines() or [""]:
-                self.progress(f"{name}: {line}")
+            for line in tagged(name, text):
+                self.progress(line)
 
         return progress
+
+    def say_summary(self, record: RunRecord) -> None:
+        """What a run came to, in the lines `runspec run` ends with too."""
+        paths = self.layout.run_paths(record.name)
+        try:
+            spec = load_spec(paths.spec_file)
+        except RunspecError as exc:
+            self.progress(f"{record.name}: {record.status.value}; its spec is unreadable: {exc}")
+            return
+        say = self._run_progress(record.name)
+        for line in summary_lines(spec, paths, record, self.clock):
+            say(line)  # one by one: each keeps its priority
 
     def _broke(self, name: str, why: str) -> None:
         retry = self.retry.setdefault(name, Retry())
         retry.attempts += 1
         pause = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (retry.attempts - 1))
         retry.at = self.clock.monotonic() + pause
-        log.error("run %s: %s", name, why)
         if self.once and retry.attempts >= ONCE_ATTEMPTS:
-            self.progress(f"{name}: {why}; left after {retry.attempts} tries")
+            self.progress(error(f"{name}: {why}; left after {retry.attempts} tries"))
         else:
-            self.progress(f"{name}: {why}; trying again in {human_duration(pause)}")
+            self.progress(error(f"{name}: {why}; trying again in {human_duration(pause)}"))
 
     def reap(self) -> bool:
         """Collect a worker that ended; True when one did."""
@@ -166,8 +184,8 @@ class RunKeeper:
         elif record.status is RunStatus.FINISHED:
             self.retry.pop(record.name, None)
             self.ended.append(record)
-            ended = record.termination.value if record.termination else "ended"
-            self.progress(f"{record.name}: finished ({ended}): {record.reason}")
+            if not self.once:  # --once says every summary last, once nothing is left
+                self.say_summary(record)
             self.arm_idle_finish()
         return True
 
@@ -218,7 +236,8 @@ class RunKeeper:
             self.layout,
             clock=self.clock,
             dry_run=self.cfg.finish_dry_run,
-            say=say or (lambda line: self.progress(f"machine: {line}")),
+            say=say or (lambda line: self.progress(like(line, f"machine: {line}"))),
+            notify=self.cfg.notify,
         )
 
     def end_machine_if_armed(self) -> None:
@@ -253,13 +272,12 @@ class RunKeeper:
         try:
             jobs.arm_idle_finish(self.scheduler, at)
         except Exception as exc:  # its store is SQLite: a full disk must not stop the daemon
-            log.error("cannot arm the idle finish: %s", exc)
-            self.progress(f"the idle finish could not be armed ({exc}); nothing ends the machine")
+            self.progress(
+                error(f"the idle finish could not be armed ({exc}); nothing ends the machine")
+            )
             return
-        log.info("idle finish armed: %s in %s", self.cfg.finish.action.value,
-                 human_duration(self.cfg.idle_finish))  # fmt: skip
         self.progress(
-            f"idle finish armed: {self.cfg.finish.action.value} in "
+            f"machine: idle finish armed: {self.cfg.finish.action.value} in "
             f"{human_duration(self.cfg.idle_finish)}"
         )
 
@@ -268,7 +286,9 @@ class RunKeeper:
         if self.worker is not None or pending_inbox or runqueue.queued(self.store):
             return  # something arrived meanwhile; the next run's end re-arms it
         idle = human_duration(self.cfg.idle_finish or 0)
-        self.progress(f"idle for {idle}: applying the idle finish ({self.cfg.finish.action.value})")
+        self.progress(
+            f"machine: idle for {idle}: applying the idle finish ({self.cfg.finish.action.value})"
+        )
         self.endgame().arm(
             MACHINE,
             self.cfg.finish,

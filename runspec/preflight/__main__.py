@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = load_spec(args.spec)
     except RunspecError as exc:
         print(f"runspec preflight: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return 2  # this child's own protocol (see the docstring); the parent reads stderr
     state = args.state.absolute()
     paths = RunPaths.for_spec(spec, state)
     # Relative folders in a spec mean relative to the state folder (as staging reads them);

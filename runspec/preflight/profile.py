@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from runspec.clock import human_duration
 from runspec.model import Spec
 from runspec.paths import RunPaths
 from runspec.preflight.report import CheckResult, failed, passed, warned
@@ -91,6 +92,25 @@ def _profile(
     return loaded
 
 
+def epochs_that_fit(spec: Spec, epoch_s: float) -> int:
+    """How many epochs of `epoch_s` fit in the wall clock, less what the end needs (the
+    spec's reserve, else the planner's floor for it): the question the profile answers."""
+    from runspec.budget import FINISH_SECONDS, MARGIN_S, MIN_RESERVE_S
+
+    floor = max(MIN_RESERVE_S, FINISH_SECONDS[spec.finish.action] + MARGIN_S)
+    usable = spec.budget.wall_clock - (spec.budget.reserve or floor)
+    return max(0, min(spec.train.epochs, int(usable // epoch_s))) if epoch_s > 0 else 0
+
+
+def _fit_text(spec: Spec, epoch_s: float) -> tuple[str, bool]:
+    """`about 40 of your 100 epochs fit in the 6h00m wall clock`, and whether all do."""
+    fit, total = epochs_that_fit(spec, epoch_s), spec.train.epochs
+    wall = human_duration(spec.budget.wall_clock)
+    if fit >= total:
+        return f"all {total} of your {total} epochs fit in the {wall} wall clock", True
+    return f"about {fit} of your {total} epochs fit in the {wall} wall clock", False
+
+
 def profile_check(
     spec: Spec,
     paths: RunPaths,
@@ -116,6 +136,7 @@ def profile_check(
                 "false to go ahead",
             )
     bound = str(summary.get("bound") or summary.get("metrics", {}).get("bound") or "unknown")
+    all_fit = True
     rate = summary.get("img_per_s") or summary.get("real", {}).get("img_per_s")
     parts = [f"verdict {bound}"]
     batch = (summary.get("config") or summary.get("meta") or {}).get("batch")
@@ -126,11 +147,21 @@ def profile_check(
         images = train_images(data_yaml)
         if images:
             epoch_s = images / rate
-            parts.append(f"about {epoch_s:.0f} s per epoch of {images} images")
+            parts.append(f"about {human_duration(epoch_s)} per epoch of {images} images")
             if spec.budget.hourly_cost:
                 parts.append(f"${epoch_s / 3600 * spec.budget.hourly_cost:.4f} per epoch")
+            fits, all_fit = _fit_text(spec, epoch_s)
+            # The answer first: the figures above are how it was reached.
+            parts.insert(0, fits)
     advice = ADVICE.get(bound, "")
     message = ", ".join(parts) + (f"; {advice}" if advice else "")
+    if not all_fit:
+        return warned(
+            "profile",
+            message,
+            "the budget stops training early: raise budget.wall_clock or lower train.epochs "
+            "(validation epochs take longer than these training steps)",
+        )
     if bound == "dataloader":
         return warned("profile", message, "raise train.args.workers before paying for more GPU")
     return passed("profile", message)

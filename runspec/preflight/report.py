@@ -7,6 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runspec.clock import human_duration
+from runspec.voice import ERROR, INFO, WARNING, Said
+
 
 class CheckStatus(str, enum.Enum):
     PASS = "pass"
@@ -93,15 +96,37 @@ class PreflightReport:
         )
 
     def render_text(self) -> str:
-        lines = []
-        for c in self.checks:
-            lines.append(f"{c.status.value.upper():4}  {c.name}: {c.message}")
-            if c.fix and c.status is not CheckStatus.PASS:
-                lines.append(f"      fix: {c.fix}")
+        """Every check, for `runspec preflight`."""
+        lines = [line for c in self.checks for line in _check_lines(c)]
+        return "\n".join([*lines, self._counts()])
+
+    def said(self) -> list[Said]:
+        """What a run's progress says: the warnings and failures, each with its priority (the
+        journal files them), then one line naming the checks that passed."""
+        lines = [
+            Said(line, _PRIORITY[c.status])
+            for c in self.checks
+            if c.status is not CheckStatus.PASS
+            for line in _check_lines(c)
+        ]
+        passed_names = [c.name for c in self.checks if c.status is CheckStatus.PASS]
+        names = f" ({', '.join(passed_names)})" if passed_names else ""
+        return [*lines, Said(self._counts(names))]
+
+    def _counts(self, names: str = "") -> str:
         counts = {s: sum(1 for c in self.checks if c.status is s) for s in CheckStatus}
-        lines.append(
-            f"preflight ({self.phase}): {counts[CheckStatus.PASS]} passed, "
+        return (
+            f"preflight ({self.phase}): {counts[CheckStatus.PASS]} passed{names}, "
             f"{counts[CheckStatus.WARN]} warned, {counts[CheckStatus.FAIL]} failed "
-            f"in {self.seconds:.1f} s"
+            f"in {human_duration(self.seconds)}"
         )
-        return "\n".join(lines)
+
+
+_PRIORITY = {CheckStatus.PASS: INFO, CheckStatus.WARN: WARNING, CheckStatus.FAIL: ERROR}
+
+
+def _check_lines(c: CheckResult) -> list[str]:
+    lines = [f"{c.status.value.upper():4}  {c.name}: {c.message}"]
+    if c.fix and c.status is not CheckStatus.PASS:
+        lines.append(f"      fix: {c.fix}")
+    return lines

@@ -29,8 +29,11 @@ from runspec.model import Spec
 from runspec.paths import RunPaths
 from runspec.push.base import StagedFile
 from runspec.push.manifest import CHUNK, MANIFEST, ManifestEntry, digest_file
+from runspec.push.report import libreyolo_plots
+from runspec.views.card import CURVES
 
 INDEX = ".index.json"
+CARD = "README.md"  # at the target's root: the Hub shows it as the repo's page
 
 
 def is_checkpoint(relpath: str) -> bool:
@@ -147,9 +150,13 @@ class Stager:
             "runspec/provenance.json": paths.provenance_file,
         }
         if final:
-            # A failed run's story must be readable after the machine is gone.
+            # A failed run's story must be readable after the machine is gone; the card sits
+            # at the root, where the Hub shows it, with the pictures it points at.
             extras["runspec/record.json"] = paths.record_file
             extras["runspec/runspec.log"] = paths.runspec_log
+            extras[CARD] = paths.model_card
+            extras[CURVES] = paths.curves_png
+            extras.update({rel: paths.run_dir / rel for rel in libreyolo_plots(paths.run_dir)})
         for rel, source in extras.items():
             self._snapshot(source, rel, epoch)
         self._save_index()

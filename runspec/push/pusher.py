@@ -24,15 +24,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runspec.checkpoints import CheckpointFile
-from runspec.clock import SYSTEM, Clock, utc_iso
+from runspec.clock import SYSTEM, Clock, human_duration, utc_iso
+from runspec.meter import Meter
 from runspec.model import Spec
 from runspec.owner import RunOwner, is_no_space
 from runspec.paths import RunPaths
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line, scrub
 from runspec.push.collect import Stager, is_immutable
 from runspec.push.manifest import MANIFEST, Manifest, ManifestEntry
+from runspec.push.sending import send
 from runspec.state import PushRecord
 from runspec.units import format_bytes
+from runspec.voice import warning
 
 log = logging.getLogger("runspec.push")
 
@@ -231,8 +234,8 @@ class Pusher:
         delay = min(self.retry_max, self.retry_base * 2 ** (self._failures - 1))
         with self._cond:
             self._retry_at = self.clock.monotonic() + delay
-        log.warning("%s: %s (retry in %.0f s)", self.spec.name, message, delay)
-        self.progress(f"push failed, retrying in {delay:.0f} s: {message}")
+        log.debug("%s: %s (retry in %.0f s)", self.spec.name, message, delay)
+        self.progress(warning(f"push failed, retrying in {human_duration(delay)}: {message}"))
         self.owner.push_failed(f"{utc_iso(self.clock.time())} {message}")
 
     def _warranted(self, complete: list[CheckpointFile]) -> bool:
@@ -301,7 +304,10 @@ class Pusher:
         sending = self.clock.monotonic()
         with self._cond:
             self._last_commit = sending
-        commit = self.target.push(uploads, message)
+        size = sum(item.entry.size for item in uploads)
+        meter = Meter(f"pushing {what}{' (final)' if final else ''}", size, self.progress,
+                      clock=self.clock, snapshot=self.paths.transfer_file)  # fmt: skip
+        commit = send(self.target, uploads, message, meter)
         sent = self.clock.monotonic() - sending
         problems = self.target.verify(commit, [*manifest.entries, manifest_file.entry], uploads)
         if not problems and final and self.spec.push is not None and self.spec.push.read_back:
@@ -353,9 +359,11 @@ class Pusher:
         self.stager.release(manifest.by_path())
         at = f" (commit {commit[:10]})" if commit else ""
         what = f"epoch {manifest.epoch}" if manifest.epoch is not None else "run files"
+        final = " (final)" if manifest.final else ""
+        took = human_duration(seconds)
         self.progress(
-            f"pushed {what}{' (final)' if manifest.final else ''} to {self.target.description}: "
-            f"{len(uploads)} files, {format_bytes(nbytes)} in {seconds:.1f} s, verified{at}"
+            f"pushed {what}{final} to {self.target.description}: "
+            f"{len(uploads)} files, {format_bytes(nbytes)} in {took}, verified{at}"
         )
         return pushed
 

@@ -1,37 +1,81 @@
-"""The closing summary a person reads when a run ends."""
+"""The closing summary a person reads when a run ends: the daemon's and `runspec run`'s last
+lines about it."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from runspec.clock import SYSTEM, Clock, human_duration
 from runspec.cost import run_cost
 from runspec.model import Spec
-from runspec.state import RunRecord
+from runspec.observer import read_epochs
+from runspec.paths import RunPaths
+from runspec.state import RunRecord, Termination
 from runspec.units import format_bytes
+from runspec.views.epochline import metric_name
+from runspec.voice import ERROR, Said
+
+FAILED = frozenset({Termination.FAILED_PREFLIGHT, Termination.FAILED_STAGING,
+                    Termination.FAILED_TRAINING, Termination.LOST})  # fmt: skip
 
 
-def summary_lines(spec: Spec, record: RunRecord, clock: Clock = SYSTEM) -> list[str]:
+def push_target(spec: Spec, paths: RunPaths) -> str:
+    """Where the run pushes, as its pushes said it (a relative dir is under the state)."""
+    push = spec.push
+    if push is None:
+        return "nowhere"
+    if push.hub is not None:
+        return f"hub {push.hub.repo}"
+    assert push.dir is not None
+    return f"dir {paths.resolve(push.dir) / spec.name}"
+
+
+def _weights(files: list[str]) -> str:
+    names = sorted(f.removeprefix("weights/") for f in files if f.startswith("weights/"))
+    return f" ({', '.join(names)})" if names else ""
+
+
+def best_line(record: RunRecord) -> str | None:
+    if not record.run_dir:
+        return None
+    rows = read_epochs(Path(record.run_dir))
+    best = rows[-1].get("best_metric") if rows else None
+    if not isinstance(best, int | float):
+        return None
+    name = metric_name(str(rows[-1].get("best_metric_name") or ""))
+    at = rows[-1].get("best_epoch")
+    where = f" (epoch {at})" if isinstance(at, int) else ""
+    return f"best: {name} {best:.4g}{where}"
+
+
+def summary_lines(
+    spec: Spec, paths: RunPaths, record: RunRecord, clock: Clock = SYSTEM
+) -> list[str]:
     term = record.termination.value if record.termination else record.status.value
-    lines = [f"run {record.name}: {term} after epoch {record.epoch}/{record.total_epochs}"]
-    if record.why:
-        lines.append(f"  why: {record.why}")
+    why = f": {record.why}" if record.why else ""
+    first = f"summary: {term} at epoch {record.epoch}/{record.total_epochs}{why}"
+    lines: list[str] = [Said(first, ERROR) if record.termination in FAILED else first]
+    if (best := best_line(record)) is not None:
+        lines.append(f"  {best}")
     push = record.last_push
     if spec.push is None:
         lines.append("  pushed: nothing (the spec has no push section)")
     elif push is None:
-        lines.append("  pushed: NOTHING VERIFIED: the weights exist only on this machine")
+        lost = "  pushed: NOTHING VERIFIED: the weights exist only on this machine"
+        lines.append(Said(lost, ERROR))
     else:
-        where = spec.push.hub.repo if spec.push.hub else str(spec.push.dir)
         final = "final push" if push.final else "last push (NOT the final one)"
         lines.append(
-            f"  verified {final}: epoch {push.epoch}, {len(push.files)} files, "
-            f"{format_bytes(push.bytes)} to {where} at {push.time}"
+            f"  verified {final}: epoch {push.epoch}, {len(push.files)} files"
+            f"{_weights(push.files)}, {format_bytes(push.bytes)} to {push_target(spec, paths)}"
         )
     cost = run_cost(record, spec.budget.hourly_cost, clock.time())
     usd = "" if cost.usd is None else f", ${cost.usd:.4f} at ${spec.budget.hourly_cost}/h"
     lines.append(
-        f"  time: {human_duration(cost.billed_s)} billed{usd}; "
-        f"GPU idle {cost.gpu_idle_s:.0f} s (preflight, staging, final push, finish)"
+        f"  time: {human_duration(cost.billed_s)} billed{usd}; GPU idle "
+        f"{human_duration(cost.gpu_idle_s)} (preflight, staging, final push, finish)"
     )
     if record.finish:
-        lines.append(f"  finish: {record.finish.get('summary', record.finish)}")
+        finish = record.finish.get("summary") or record.finish.get("why") or record.finish
+        lines.append(f"  finish: {finish}")
     return lines

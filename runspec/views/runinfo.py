@@ -3,15 +3,16 @@ the network, never torch), so it answers at once even while training runs."""
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 from pathlib import Path
 from typing import Any
 
-from runspec.clock import human_duration, parse_utc_iso
+from runspec.clock import parse_utc_iso
 from runspec.cost import run_cost
 from runspec.errors import RunspecError
+from runspec.meter import read_snapshot
+from runspec.model import Spec
 from runspec.owner import read_note, run_holder
 from runspec.paths import RunPaths, StateLayout
 from runspec.state import Damaged, RunRecord, RunStatus
@@ -27,13 +28,35 @@ def run_dir_of(state: Path, name: str, record: RunRecord | None = None) -> Path:
     return StateLayout(state).run_paths(name).run_dir
 
 
-def _hourly_cost(paths: RunPaths) -> float | None:
+def _spec(paths: RunPaths) -> Spec | None:
     from runspec.loader import load_spec
 
     try:
-        return load_spec(paths.spec_file).budget.hourly_cost
+        return load_spec(paths.spec_file)
     except (RunspecError, OSError):
         return None
+
+
+def budget_stops_at(paths: RunPaths, spec: Spec | None) -> int | None:
+    """The epoch the budget will stop training after, when that is before the last one: from
+    the planner's own figures (the control folder's stop time and next-epoch predictions) and
+    the last epoch's end."""
+    from runspec import control
+    from runspec.budget import eval_interval_of, last_epoch_in_budget
+
+    marker = control.read_epoch_marker(paths.control_dir)
+    stop_at = control.read_deadline(paths.control_dir)
+    if spec is None or marker is None or stop_at is None:
+        return None
+    guesses = {kind: control.read_next_epoch(paths.control_dir, kind) for kind in (True, False)}
+
+    def predict(validating: bool) -> float:
+        return guesses[validating] or marker.epoch_seconds
+
+    last = last_epoch_in_budget(
+        stop_at, marker.time, marker.epoch, marker.total_epochs, eval_interval_of(spec), predict
+    )
+    return last if last is not None and last < marker.total_epochs else None
 
 
 def _observe(run_dir: Path, control_dir: Path) -> dict[str, Any]:
@@ -72,6 +95,7 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
     run_dir = run_dir_of(state, record.name, record)
     live = record.status not in (RunStatus.QUEUED, RunStatus.FINISHED)
     obs = _observe(run_dir, paths.control_dir) if live else {}
+    spec = _spec(paths)
     budget_left = None
     if record.deadline and record.status is not RunStatus.FINISHED:
         budget_left = parse_utc_iso(record.deadline) - now
@@ -81,7 +105,7 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
         elapsed = max(end - parse_utc_iso(record.started_at), 0.0)
     cost = record.cost.get("usd") if record.cost else None
     if cost is None and record.started_at:
-        cost = run_cost(record, _hourly_cost(paths), now).usd
+        cost = run_cost(record, spec.budget.hourly_cost if spec else None, now).usd
     push = record.last_push
     owner = run_holder(paths) if live else None
     return {
@@ -89,6 +113,7 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
         "status": record.status.value,
         "termination": record.termination.value if record.termination else None,
         "reason": record.reason,
+        "why": record.why,
         "epoch": record.epoch,
         "total_epochs": record.total_epochs,
         "eta_seconds": obs.get("eta_seconds"),
@@ -105,6 +130,10 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
         "low_space": _low_space(paths) if live else None,
         "driven_by": str(owner) if owner is not None else None,
         "budget_left_seconds": budget_left,
+        "budget_stops_at_epoch": (
+            budget_stops_at(paths, spec) if record.status is RunStatus.TRAINING else None
+        ),
+        "transfer": read_snapshot(paths.transfer_file) if live else None,
         "elapsed_seconds": elapsed,
         "cost_usd": cost,
         "queued_at": record.queued_at,
@@ -124,58 +153,3 @@ def damaged_info(damaged: Damaged) -> dict[str, Any]:
         "kept_as": damaged.kept_as,
         "fix": f"look at the kept record, then `runspec rm {damaged.name}`",
     }
-
-
-def _fmt(value: float | None, fmt: str) -> str:
-    return "-" if value is None else fmt.format(value)
-
-
-def table(rows: list[dict[str, Any]]) -> str:
-    header = ("NAME", "STATE", "EPOCH", "ETA", "BEST", "LAST PUSH", "BUDGET LEFT", "COST")
-    lines = [header]
-    notes: list[str] = []
-    for r in rows:
-        if r["status"] == "damaged":
-            lines.append((r["name"], "DAMAGED", "-", "-", "-", "-", "-", "-"))
-            notes.append(f"{r['name']}: record damaged ({r['reason']}); {r['fix']}")
-            continue
-        state = r["status"] + (f" ({r['termination']})" if r["termination"] else "")
-        epoch = f"{r['epoch']}/{r['total_epochs']}" if r["total_epochs"] else "-"
-        eta = human_duration(r["eta_seconds"]) if r["eta_seconds"] is not None else "-"
-        best = "-"
-        if r["best_metric"] is not None:
-            best = f"{r['best_metric_name'] or ''} {r['best_metric']:.4f}".strip()
-        push = r["last_push"]
-        push_text = "-"
-        if push:
-            push_text = f"epoch {push['epoch']}" + (" final" if push["final"] else "")
-        if r["push_error"]:
-            push_text += " (failing)"
-        left = r["budget_left_seconds"]
-        budget = "-" if left is None else (human_duration(left) if left > 0 else "overrun")
-        lines.append(
-            (r["name"], state, epoch, eta, best, push_text, budget, _fmt(r["cost_usd"], "${:.2f}"))
-        )
-        if r.get("disk_full"):
-            full = r["disk_full"]
-            notes.append(
-                f"{r['name']}: DISK FULL since {full.get('since')}: {full.get('what') or ''} "
-                f"({full.get('path')}, needs {full.get('needed')})".replace(":  (", ": (")
-            )
-        elif r.get("low_space"):
-            notes.append(f"{r['name']}: low on disk space: {r['low_space']}")
-        if r.get("driven_by"):
-            notes.append(f"{r['name']}: driven by {r['driven_by']}")
-    widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
-    out = [
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in lines
-    ]
-    out += notes
-    for r in rows:
-        if r["status"] not in ("queued", "damaged"):
-            out.append(f"charts for {r['name']}: {r['monitor']}")
-    return "\n".join(out)
-
-
-def dumps(rows: list[dict[str, Any]]) -> str:
-    return json.dumps(rows, indent=2)

@@ -1,4 +1,4 @@
-"""The one-line summary systemd shows (`STATUS=`) and `--once` prints."""
+"""The one-line status systemd shows (`STATUS=`)."""
 
 from __future__ import annotations
 
@@ -22,26 +22,3 @@ def describe(record: RunRecord | None, now: float, queued: int) -> str:
     if record.push_error:
         parts.append("push failing")
     return ", ".join(parts) + waiting
-
-
-def summary(record: RunRecord) -> str:
-    """The closing line `--once` prints for a run that ended."""
-    ended = record.termination.value if record.termination else "ended"
-    push = record.last_push
-    pushed = "nothing pushed"
-    if push is not None:
-        final = " (final)" if push.final else ""
-        pushed = f"last verified push: epoch {push.epoch}, {len(push.files)} files{final}"
-    cost_text = ""
-    usd, billed = record.cost.get("usd"), record.cost.get("billed_s")
-    if isinstance(usd, int | float) and isinstance(billed, int | float):
-        idle = record.cost.get("gpu_idle_s") or 0
-        cost_text = (
-            f", {human_duration(billed)} billed, ${usd:.4f} at the spec's rate, "
-            f"GPU idle {human_duration(idle)}"
-        )
-    finish = record.finish.get("summary") or record.finish.get("action") or "none"
-    return (
-        f"summary {record.name}: {ended}, epoch {record.epoch}/{record.total_epochs}, "
-        f"{pushed}{cost_text}, finish: {finish}"
-    )

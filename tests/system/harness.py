@@ -120,10 +120,15 @@ class Container:
         out = self.sh(f"systemctl show {unit} " + " ".join(f"-p {p}" for p in props)).stdout
         return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
-    def journal_text(self, unit: str | None = None) -> str:
-        cmd = ["journalctl", "-D", str(self.journal), "--no-pager", "-o", "short-monotonic"]
+    def journal_text(
+        self, unit: str | None = None, *, priority: str | None = None, output: str = ""
+    ) -> str:
+        cmd = ["journalctl", "-D", str(self.journal), "--no-pager"]
+        cmd += ["-o", output or "short-monotonic"]
         if unit:
             cmd += ["-u", unit]
+        if priority:
+            cmd += ["-p", priority]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False).stdout
 
     def poweroff_inside(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -192,3 +193,46 @@ def test_system_shutdown_while_not_training_does_not_wait_for_a_push(
     journal = c.journal_text()
     assert "the run is not training: nothing new to push" in journal, journal[-3000:]
     assert took < 90, f"the shutdown took {took:.0f} s: {journal[-3000:]}"
+
+
+def test_the_journal_files_failures_as_errors_and_warnings(
+    runspecd_container: Installed,
+) -> None:
+    """`journalctl -p warning -u runspecd` shows what went wrong, and only that: a preflight
+    FAIL (no GPU for device 0) and a refused spec; every line once, with no timestamp of its
+    own beside the journal's."""
+    c = runspecd_container.container
+    inbox = runspecd_container.inbox
+    c.sh("systemctl start runspecd")
+    gpu = spec_text("gpu-run").replace("device: cpu", "device: 0")
+    for name, text in (("gpu-run.yaml", gpu), ("bad.yaml", spec_text("bad") + "bogus: 1\n")):
+        tmp = inbox / f".{name}.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, inbox / name)
+    record = runspecd_container.state / "jobs/gpu-run/record.json"
+
+    def finished() -> bool:
+        try:
+            return json.loads(record.read_text()).get("status") == "finished"
+        except (FileNotFoundError, ValueError):
+            return False
+
+    wait_until(finished, timeout=300, what="the run that fails its preflight")
+    for said in ("inbox: rejected bad.yaml", "gpu-run: summary:"):
+        wait_until(lambda s=said: s in c.journal_text("runspecd"), what=said)  # type: ignore[misc]
+    warnings = c.journal_text("runspecd", priority="warning", output="cat").splitlines()
+    for first in (
+        "gpu-run: FAIL  gpu: train.device: 0 needs a GPU",
+        "inbox: rejected bad.yaml",
+        "gpu-run: summary: failed-preflight",
+    ):
+        assert any(line.startswith(first) for line in warnings), (first, warnings)
+    # What went well is not a warning.
+    calm = ("runspecd: watching", "preflight (machine)", "gpu-run: queued")
+    assert not [line for line in warnings if any(c in line for c in calm)], warnings
+    everything = c.journal_text("runspecd", output="cat").splitlines()
+    assert "runspecd: watching /var/lib/runspec/inbox (state /var/lib/runspec)" in everything
+    # The journal stamps each line; runspec adds neither a timestamp nor a logging format.
+    stamped = re.compile(r"^(<\d>)?\d{4}-\d\d-\d\d[ T]\d\d:\d\d")
+    assert not [line for line in everything if stamped.match(line)], everything
+    assert everything.count("gpu-run: preflight: checking this machine") == 1

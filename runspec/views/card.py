@@ -1,0 +1,154 @@
+"""The model card (`README.md` at the push target's root, which the Hub renders): what was
+trained on what, how far it got and why it stopped, its best metrics, what it cost, which spec
+made it, and how to load the weights with LibreYOLO.
+
+Every value from the spec or the run's files goes through `_cell` or `_yaml`: a name or a
+description cannot break the table, the front matter or the page.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from runspec.clock import human_duration
+from runspec.model import Spec
+from runspec.observer import read_epochs
+from runspec.paths import RunPaths
+from runspec.printable import printable
+from runspec.state import RunRecord
+from runspec.views.epochline import metric_name
+from runspec.views.report import push_target
+
+CURVES = "runspec/curves.png"  # where the final push puts the curves, beside the card
+SHOWN_METRICS = ("metrics/mAP50-95", "metrics/mAP50", "metrics/precision", "metrics/recall")
+_PLAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
+
+
+def _cell(value: object) -> str:
+    """A value for one table cell or one line: escaped, no pipes, no markup."""
+    text = printable(str(value)).replace("|", "\\|")
+    return re.sub(r"([\\`*_\[\]<>#])", r"\\\1", text) if not _PLAIN.match(text) else text
+
+
+def _yaml(value: str) -> str:
+    """A scalar for the front matter: bare when plain, else JSON-quoted (valid YAML)."""
+    return value if _PLAIN.match(value) else json.dumps(printable(value))
+
+
+def _dataset(spec: Spec) -> str:
+    d = spec.dataset
+    if d.hub is not None:
+        rev = f"@{d.hub.revision}" if d.hub.revision else ""
+        return f"{d.hub.repo}{rev} ({d.hub.file})"
+    if d.synthetic is not None:
+        s = d.synthetic
+        return f"synthetic ({s.train} train, {s.val} val images, {s.classes} classes)"
+    return f"a local data.yaml ({d.path})"
+
+
+def _provenance(paths: RunPaths) -> str:
+    try:
+        prov: dict[str, Any] = json.loads(paths.provenance_file.read_text())
+    except (OSError, ValueError):
+        return "not recorded"
+    git = prov.get("git")
+    if isinstance(git, dict) and git.get("commit"):
+        dirty = " (uncommitted changes)" if git.get("dirty") else ""
+        remote = f" of {git['remote']}" if git.get("remote") else ""
+        return f"{git.get('path')} at commit {str(git['commit'])[:12]}{remote}{dirty}"
+    return f"{prov.get('via', 'received')} ({prov.get('source') or prov.get('source_path')})"
+
+
+def _metrics(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The best epoch's validation metrics, as LibreYOLO logged them."""
+    if not rows:
+        return []
+    best_epoch = rows[-1].get("best_epoch")
+    row = next((r for r in rows if r.get("epoch") == best_epoch), None)
+    if row is None:
+        return []
+    found = [(metric_name(k), f"{row[k]:.4f}") for k in SHOWN_METRICS if k in row]
+    return [("best epoch", str(best_epoch)), *found]
+
+
+def _load(spec: Spec, paths: RunPaths) -> list[str]:
+    push = spec.push
+    if push is not None and push.hub is not None:
+        ref = f"hf://{push.hub.repo}/weights/best.pt"
+        login = " (a private repo: `hf auth login` first)" if push.hub.private else ""
+        return [
+            f"With LibreYOLO (`pip install 'libreyolo[hf]'`){login}:",
+            "",
+            "```python",
+            "from libreyolo import LibreYOLO",
+            "",
+            f'model = LibreYOLO("{ref}")  # or weights/last.pt, weights/epoch_N.pt',
+            'results = model.predict("image.jpg")',
+            "```",
+        ]
+    where = push_target(spec, paths).removeprefix("dir ")
+    return [
+        "With LibreYOLO:",
+        "",
+        "```python",
+        "from libreyolo import LibreYOLO",
+        "",
+        f'model = LibreYOLO("{printable(where)}/weights/best.pt")',
+        'results = model.predict("image.jpg")',
+        "```",
+    ]
+
+
+def model_card(
+    spec: Spec,
+    paths: RunPaths,
+    record: RunRecord,
+    cost_usd: float | None,
+    curves: bool,
+    plots: list[str],
+) -> str:
+    """The card's text. `curves`: the curves PNG goes out beside it; `plots`: LibreYOLO's
+    validation plots that go out too (paths relative to the run folder)."""
+    rows = read_epochs(Path(record.run_dir)) if record.run_dir else []
+    tags = ["libreyolo", "object-detection", "runspec"]
+    front = ["---", "library_name: libreyolo", "pipeline_tag: object-detection", "tags:"]
+    front += [f"- {t}" for t in tags]
+    if spec.dataset.hub is not None:
+        front += ["datasets:", f"- {_yaml(spec.dataset.hub.repo)}"]
+    front.append("---")
+    term = record.termination.value if record.termination else record.status.value
+    budget = f"{human_duration(spec.budget.wall_clock)} wall clock"
+    if cost_usd is not None and spec.budget.hourly_cost is not None:
+        budget += f"; this run cost ${cost_usd:.2f} at ${spec.budget.hourly_cost}/h"
+    table = [
+        ("model", spec.train.model),
+        ("dataset", _dataset(spec)),
+        ("epochs", f"{record.epoch} of {record.total_epochs}"),
+        ("ended", f"{term}: {record.why}" if record.why else term),
+        ("image size", spec.train.imgsz),
+        ("budget", budget),
+        ("spec", f"runspec/spec.yaml ({spec.sha256[:12]}), from {_provenance(paths)}"),
+        *_metrics(rows),
+    ]
+    body = ["", f"# {_cell(spec.name)}", ""]
+    if spec.description:
+        body += [_cell(spec.description), ""]
+    body += [
+        "Trained with [LibreYOLO](https://github.com/LibreYOLO/libreyolo) on a rented machine "
+        "by runspec ([its spec](runspec/spec.yaml)), which pushed and verified these files.",
+        "",
+        "| | |",
+        "| --- | --- |",
+        *[f"| {key} | {_cell(value)} |" for key, value in table],
+        "",
+    ]
+    if curves:
+        body += ["## Training curves", "", f"![training curves]({CURVES})", ""]
+    if plots:
+        body += ["## Validation plots (LibreYOLO, last validation)", ""]
+        body += [f"![{_cell(Path(p).stem)}]({p})" for p in plots] + [""]
+    body += ["## Use the weights", "", *_load(spec, paths), ""]
+    return "\n".join(front + body)

@@ -1,0 +1,91 @@
+"""`runspec status` as text: one table of runs and inbox specs, then a note per thing worth
+saying (where the budget cuts a run, a transfer under way, a full disk, a refused spec)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runspec.clock import human_duration
+from runspec.meter import snapshot_text
+from runspec.views.epochline import metric_name
+
+HEADER = ("NAME", "STATE", "EPOCH", "ETA", "BEST", "LAST PUSH", "BUDGET LEFT", "COST")
+DASHES = ("-",) * (len(HEADER) - 2)
+
+
+def _push_text(push: dict[str, Any] | None, failing: bool) -> str:
+    text = "-"
+    if push:
+        # A push before the first epoch carries only the run's files.
+        text = f"epoch {push['epoch']}" if push["epoch"] is not None else "run files"
+        text += " final" if push["final"] else ""
+    return text + (" (failing)" if failing else "")
+
+
+def _run_row(r: dict[str, Any]) -> tuple[str, ...]:
+    state = r["status"] + (f" ({r['termination']})" if r["termination"] else "")
+    epoch = f"{r['epoch']}/{r['total_epochs']}" if r["total_epochs"] else "-"
+    eta = human_duration(r["eta_seconds"]) if r["eta_seconds"] is not None else "-"
+    best = "-"
+    if r["best_metric"] is not None:
+        best = f"{metric_name(r['best_metric_name'] or '')} {r['best_metric']:.4f}"
+    left = r["budget_left_seconds"]
+    budget = "-" if left is None else (human_duration(left) if left > 0 else "overrun")
+    cost = "-" if r["cost_usd"] is None else f"${r['cost_usd']:.2f}"
+    push = _push_text(r["last_push"], bool(r["push_error"]))
+    return (r["name"], state, epoch, eta, best, push, budget, cost)
+
+
+FAILED = ("failed-preflight", "failed-staging", "failed-training", "lost")
+
+
+def _run_notes(r: dict[str, Any]) -> list[str]:
+    name = r["name"]
+    notes = []
+    if r["termination"] in FAILED:
+        notes.append(f"{name}: {r['termination']}: {r.get('why') or r['reason']}")
+    if r.get("budget_stops_at_epoch") is not None:
+        notes.append(
+            f"{name}: the budget stops this run at about epoch {r['budget_stops_at_epoch']} "
+            f"of {r['total_epochs']}"
+        )
+    if r.get("transfer"):
+        notes.append(f"{name}: {snapshot_text(r['transfer'])}")
+    if r.get("disk_full"):
+        full = r["disk_full"]
+        notes.append(
+            f"{name}: DISK FULL since {full.get('since')}: {full.get('what') or ''} "
+            f"({full.get('path')}, needs {full.get('needed')})".replace(":  (", ": (")
+        )
+    elif r.get("low_space"):
+        notes.append(f"{name}: low on disk space: {r['low_space']}")
+    if r.get("driven_by"):
+        notes.append(f"{name}: driven by {r['driven_by']}")
+    return notes
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines: list[tuple[str, ...]] = [HEADER]
+    notes: list[str] = []
+    for r in rows:
+        if r["status"] == "damaged":
+            lines.append((r["name"], "DAMAGED", *DASHES))
+            notes.append(f"{r['name']}: record damaged ({r['reason']}); {r['fix']}")
+        elif r["status"] == "waiting":
+            lines.append((r["name"], "waiting in the inbox", *DASHES))
+        elif r["status"] == "rejected":
+            lines.append((r["name"], "rejected", *DASHES))
+            more = f" (and {r['problems'] - 1} more)" if r["problems"] > 1 else ""
+            notes.append(f"{r['name']}: rejected at {r['time']}: {r['reason']}{more}")
+        else:
+            lines.append(_run_row(r))
+            notes += _run_notes(r)
+    widths = [max(len(row[i]) for row in lines) for i in range(len(HEADER))]
+    out = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in lines
+    ]
+    out += notes
+    for r in rows:
+        if r["status"] not in ("queued", "damaged", "waiting", "rejected", "finished"):
+            out.append(f"charts for {r['name']}: {r['monitor']}")
+    return "\n".join(out)
