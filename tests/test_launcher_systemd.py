@@ -73,6 +73,17 @@ def container(tmp_path: Path) -> Iterator[tuple[Container, Path]]:
         box.close()
 
 
+def _why_not_training(box: Container, name: str, paths: RunPaths) -> str:
+    """What a test that waited in vain on the trainer shows: its unit, its journal, its log."""
+    unit = unit_name(name)
+    status = box.sh(f"systemctl status {unit} --no-pager -l", check=False).stdout
+    journal = box.journal_text(unit)[-4000:]
+    console = paths.run_dir / "console.log"
+    log = console.read_text(errors="replace")[-4000:] if console.exists() else "(no console.log)"
+    env = sorted(k for k in os.environ if k.startswith(("RUNSPEC", "HF_", "PYTEST", "CUDA")))
+    return f"the trainer never got going\n{status}\n{journal}\n{log}\nenv: {env}"
+
+
 def test_the_trainer_runs_as_its_own_unit_and_a_new_handle_stops_it(
     container: tuple[Container, Path], synthetic_data_yaml: Path
 ) -> None:
@@ -98,7 +109,10 @@ def test_the_trainer_runs_as_its_own_unit_and_a_new_handle_stops_it(
     info = json.loads(started.stdout.strip().splitlines()[-1])
     assert info["unit"] == unit_name("unit")
     # The starter has exited; the trainer is the unit's main process and trains on.
-    wait_epoch(paths, 1)
+    try:
+        wait_epoch(paths, 1)
+    except pytest.fail.Exception:
+        pytest.fail(_why_not_training(box, "unit", paths))
     shown = box.show(info["unit"], "ActiveState", "MainPID", "Environment")
     assert shown["ActiveState"] == "active"
     assert int(shown["MainPID"]) == info["pid"]
@@ -188,7 +202,10 @@ def test_a_trainer_fetching_a_hub_model_gets_the_token_by_pipe_and_nothing_else(
             f"cd {REPO} && {sys.executable} {state / 'driver.py'} {state} hubmodel start"
         )
         info = json.loads(started.stdout.strip().splitlines()[-1])
-        wait_for(lambda: hub.heads, timeout=120, what="the trainer's request to the Hub")
+        try:
+            wait_for(lambda: hub.heads, timeout=120, what="the trainer's request to the Hub")
+        except pytest.fail.Exception:
+            pytest.fail(_why_not_training(box, "hubmodel", paths))
         lines = hub.heads[0].decode().split("\r\n")[1:]
         headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines)}
         assert headers.get("authorization") == f"Bearer {token}", hub.heads[0]

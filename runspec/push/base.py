@@ -48,7 +48,10 @@ class PushTarget(ABC):
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
-        PushTarget._kinds[cls.key] = cls
+        # Only a class that names its own key is a kind: a subclass of one (a test's slow
+        # volume, say) must not take over every spec's push.
+        if "key" in cls.__dict__:
+            PushTarget._kinds[cls.key] = cls
 
     @classmethod
     def kind_of(cls, push: PushSpec) -> type[PushTarget]:

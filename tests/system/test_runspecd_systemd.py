@@ -108,7 +108,7 @@ def test_a_run_trains_pushes_and_its_finish_powers_the_container_off(
     assert pushed.read_bytes() == (state / "runs/sysrun/weights/last.pt").read_bytes()
     journal = c.journal_text()
     verified = journal.find("pushed epoch 30 (final)")
-    finish = journal.find("sysrun: finish: run ['/bin/sh'")
+    finish = journal.find("sysrun: finish: about to run ['/bin/sh'", verified)
     powered = journal.find("Reached target poweroff.target")
     assert -1 < verified < finish < powered, journal[-3000:]
 
