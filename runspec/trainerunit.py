@@ -127,14 +127,19 @@ def sandbox_properties(job: TrainJob, paths: RunPaths, *, needs_token: bool) -> 
     if os.geteuid() != 0:
         return props
     writable = writable_paths(job, paths)
+    # A private /tmp would hide the run's own folders when they lie in the shared one (a state
+    # folder made by mktemp, a test's): then the trainer keeps the shared /tmp, writable, for
+    # torch's caches and temporary files need one (ProtectSystem=strict alone leaves it
+    # read-only: torch's import then fails making /tmp/torchinductor_<user>).
+    shared_tmp = any(p.is_relative_to(t) for p in [paths.state, *writable] for t in SHARED_TMP)
+    if shared_tmp:
+        writable = list(dict.fromkeys([*writable, *SHARED_TMP]))
     props += [
         "ProtectSystem=strict",
         "ReadWritePaths=" + " ".join(_quoted(p) for p in writable),
         "ProtectHome=read-only",
     ]
-    # A private /tmp would hide the run's own folders when they lie in the shared one (a state
-    # folder made by mktemp, a test's): then the trainer keeps the shared /tmp.
-    if not any(p.is_relative_to(tmp) for p in [paths.state, *writable] for tmp in SHARED_TMP):
+    if not shared_tmp:
         props.append("PrivateTmp=yes")
     if not needs_token:
         props.append("InaccessiblePaths=" + " ".join(_quoted(p) for p in _stored_login(job)))

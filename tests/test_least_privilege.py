@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from runspec import trainerunit
 from runspec.control import TrainJob
 from runspec.loader import load_spec_text
 from runspec.paths import RunPaths
@@ -119,3 +120,34 @@ def test_no_child_gets_any_providers_key_a_new_adapter_included(
     # Both of the trainer's routes (its unit, its own session) build its environment here.
     for with_token in (False, True):
         assert sorted(named & set(trainer_env(job, with_token=with_token))) == []
+
+
+@pytest.mark.parametrize("state_root", ["/tmp/state-by-mktemp", "/var/lib/runspec"])
+def test_the_trainer_units_sandbox_leaves_it_a_writable_tmp(
+    state_root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ProtectSystem=strict makes /tmp read-only unless the unit has a private one, and torch
+    cannot even be imported without a writable /tmp (its inductor cache). With the run's own
+    folders in the shared /tmp (a mktemp'd state folder) the shared one is made writable; else
+    the trainer gets a private one."""
+    monkeypatch.setattr(trainerunit.os, "geteuid", lambda: 0)
+    monkeypatch.setenv("HF_HOME", "/root/.cache/huggingface")  # not a test's tmp folder
+    state = Path(state_root)
+    paths = RunPaths(state=state, name="t", project=state / "runs", data_root=state / "data")
+    spec = load_spec_text(
+        "runspec: 1\nname: t\ndataset: {path: /srv/data.yaml}\n"
+        "train: {model: yolo9-t, epochs: 1, device: cpu}\nbudget: {wall_clock: 1h}\n",
+        "t.yaml",
+    )
+    job = TrainJob.from_spec(spec, paths, state / "data/data.yaml")
+    props = dict(
+        p.split("=", 1) for p in trainerunit.sandbox_properties(job, paths, needs_token=False)
+    )
+    writable = props["ReadWritePaths"].split()
+    assert props["ProtectSystem"] == "strict"
+    if state_root.startswith("/tmp"):
+        assert '"-/tmp"' in writable and '"-/var/tmp"' in writable
+        assert "PrivateTmp" not in props
+    else:
+        assert props["PrivateTmp"] == "yes"
+        assert not any(w.startswith('"-/tmp') for w in writable)
