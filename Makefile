@@ -37,7 +37,7 @@ typecheck: $(BIN)/.installed
 	$(BIN)/mypy
 
 pytest: $(BIN)/.installed
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal --durations=25 $(PYTEST_ARGS)
 
 test: lint typecheck pytest
 
