@@ -40,6 +40,7 @@ from runspec.trainerunit import (
     START_TIMEOUT,
     LaunchError,
     job_needs_hub_token,
+    main_pid,
     open_log,
     start_unit,
     systemctl,
@@ -136,17 +137,7 @@ def _live_trainer_pids(paths: RunPaths) -> list[tuple[str, int, str | None]]:
     found: list[tuple[str, int, str | None]] = []
     unit = unit_name(paths.name)
     if SYSTEMD_RUNNING.is_dir() and shutil.which("systemctl") is not None:
-        try:
-            out = subprocess.run(
-                systemctl("show", "-p", "MainPID", "--value", unit),
-                capture_output=True,
-                text=True,
-                timeout=START_TIMEOUT,
-                check=False,
-            )
-            pid = int(out.stdout.strip() or 0)
-        except (OSError, subprocess.SubprocessError, ValueError):
-            pid = 0
+        pid = main_pid(unit)
         if pid > 0:
             found.append((f"its unit {unit}", pid, unit))
     locked = holder(paths.control_dir / control.TRAINER_LOCK_FILE)

@@ -181,23 +181,24 @@ def open_log(path: str) -> BinaryIO:
     return os.fdopen(fd, "ab")
 
 
-def _main_pid(unit: str) -> int:
-    out = subprocess.run(
-        systemctl("show", "-p", "MainPID", "--value", unit),
-        capture_output=True,
-        text=True,
-        timeout=START_TIMEOUT,
-        check=False,
-    )
+def main_pid(unit: str) -> int:
+    """The unit's main process, or 0 (no such unit, not running, systemctl unanswering)."""
     try:
+        out = subprocess.run(
+            systemctl("show", "-p", "MainPID", "--value", unit),
+            capture_output=True,
+            text=True,
+            timeout=START_TIMEOUT,
+            check=False,
+        )
         return int(out.stdout.strip() or 0)
-    except ValueError:
+    except (OSError, subprocess.SubprocessError, ValueError):
         return 0
 
 
 def _wait_main_pid(unit: str, runner: subprocess.Popen[bytes], log_file: str) -> int:
     for _ in range(int(START_TIMEOUT / POLL)):
-        pid = _main_pid(unit)
+        pid = main_pid(unit)
         if pid > 0:
             return pid
         if runner.poll() is not None:

@@ -27,6 +27,18 @@ def wait_until(predicate: Callable[[], object], timeout: float = BOUND, what: st
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or predicate}")
 
 
+def runspec_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`runspec ARGS` as a person types it, from the checkout; never raises on its exit code."""
+    return subprocess.run(
+        [sys.executable, "-m", "runspec", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        check=False,
+    )
+
+
 def spec_text(name: str, *, data_path: str = "/nonexistent/data.yaml", extra: str = "") -> str:
     """A valid spec. By default its dataset path does not exist: the run ends quickly."""
     return (

@@ -4,26 +4,13 @@ the command fails."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from runspec.cli import COMMANDS, EXIT_CODES
 from runspec.errors import Outcome
-from tests.fixtures_daemon import REPO, spec_text
-
-
-def _runspec(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runspec", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-        check=False,
-    )
+from tests.fixtures_daemon import REPO, runspec_cli, spec_text
 
 
 @pytest.fixture
@@ -39,12 +26,12 @@ def test_an_invalid_spec_exits_two_from_every_command(
 ) -> None:
     (tmp_path / "state" / "inbox").mkdir(parents=True)
     state = () if command in ("validate", "cost") else ("--state", str(tmp_path / "state"))
-    out = _runspec(command, str(invalid), *state)
+    out = runspec_cli(command, str(invalid), *state)
     assert out.returncode == 2, (out.stdout, out.stderr)
     assert "/train/epochs: -3 is less than the minimum of 1" in out.stdout + out.stderr
     assert not (tmp_path / "state" / "jobs").exists()  # nothing was accepted
     # With --json the problems come back as JSON on stdout, the same code.
-    as_json = _runspec(command, str(invalid), *state, "--json")
+    as_json = runspec_cli(command, str(invalid), *state, "--json")
     assert as_json.returncode == 2
     data = json.loads(as_json.stdout)
     problems = data if isinstance(data, list) else data["problems"]
@@ -64,17 +51,17 @@ def test_an_invalid_spec_exits_two_from_every_command(
     ids=" ".join,
 )
 def test_json_errors_are_json(args: list[str], tmp_path: Path) -> None:
-    out = _runspec(*args, "--state", str(tmp_path), "--json")
+    out = runspec_cli(*args, "--state", str(tmp_path), "--json")
     assert out.returncode == 2, (out.stdout, out.stderr)
     error = json.loads(out.stdout)
     assert error["error"] == "usage" and error["message"]
-    text = _runspec(*args, "--state", str(tmp_path))
+    text = runspec_cli(*args, "--state", str(tmp_path))
     assert text.returncode == 2 and text.stdout == "" and text.stderr
 
 
 def test_every_command_takes_json() -> None:
     for name, _, _ in COMMANDS:
-        assert "--json" in _runspec(name, "--help").stdout, name
+        assert "--json" in runspec_cli(name, "--help").stdout, name
 
 
 def test_the_rule_in_one_place_matches_the_readme() -> None:

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures_daemon import REPO, DaemonProc, drop, spec_text, wait_until
+from tests.fixtures_daemon import DaemonProc, drop, runspec_cli, spec_text, wait_until
 
 LOGGING_FORMAT = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERROR) ")
 TAGS = ("runspecd: ", "inbox: ", "machine: ")
@@ -57,17 +55,6 @@ def hook(tmp_path: Path) -> Iterator[Hook]:
     served = Hook(tmp_path / "finish-ran")
     yield served
     served.server.shutdown()
-
-
-def _runspec(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runspec", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        check=False,
-    )
 
 
 def _told_spec(port: int, marker: Path) -> str:
@@ -135,12 +122,12 @@ def test_a_run_through_the_daemon_reads_as_one_story(  # type: ignore[no-untyped
     assert {"README.md", "runspec/curves.png"} <= {f["path"] for f in manifest["files"]}
 
     # `runspec logs`: runspec's lines and the training's, in one stream; -n takes the tail.
-    story = _runspec("logs", "told", "--state", str(daemon.state))
+    story = runspec_cli("logs", "told", "--state", str(daemon.state))
     assert story.returncode == 0, story.stderr
     told = story.stdout.splitlines()
     assert any(line.endswith("train: runspec.trainer: completed") for line in told)
     assert any("runspec: epoch 3/3 " in line for line in told)
-    last3 = _runspec("logs", "told", "-n", "3", "--state", str(daemon.state))
+    last3 = runspec_cli("logs", "told", "-n", "3", "--state", str(daemon.state))
     assert last3.stdout.splitlines() == told[-3:]
 
 
@@ -155,11 +142,11 @@ def test_status_shows_waiting_and_refused_specs_with_no_daemon_running(  # type:
     assert daemon.stop() == 0
     good = tmp_path / "later.yaml"
     good.write_text(spec_text("later"))
-    submitted = _runspec("submit", str(good), "--inbox", str(daemon.inbox))
+    submitted = runspec_cli("submit", str(good), "--inbox", str(daemon.inbox))
     assert submitted.returncode == 0, submitted.stderr
 
     args = ("--state", str(daemon.state), "--inbox", str(daemon.inbox))
-    status = _runspec("status", *args)
+    status = runspec_cli("status", *args)
     assert status.returncode == 0, status.stderr
     text = status.stdout
     assert text.startswith(f"runspecd: not running ({daemon.state})\n")
@@ -167,7 +154,7 @@ def test_status_shows_waiting_and_refused_specs_with_no_daemon_running(  # type:
     assert re.search(r"^bad\.yaml +rejected", text, re.M), text
     assert "bad.yaml: rejected at " in text
     assert "bad.yaml:7:11: /train/epochs: -3 is less than the minimum of 1" in text
-    rows = json.loads(_runspec("status", "--json", *args).stdout)
+    rows = json.loads(runspec_cli("status", "--json", *args).stdout)
     assert [(r["name"], r["status"]) for r in rows] == [
         ("later.yaml", "waiting"),
         ("bad.yaml", "rejected"),
@@ -175,5 +162,5 @@ def test_status_shows_waiting_and_refused_specs_with_no_daemon_running(  # type:
     # A refusal older than a day shows only with -a.
     day_old = time.time() - 2 * 24 * 3600
     os.utime(daemon.inbox / "rejected" / "bad.yaml.error", (day_old, day_old))
-    assert "rejected" not in _runspec("status", *args).stdout
-    assert "rejected" in _runspec("status", "-a", *args).stdout
+    assert "rejected" not in runspec_cli("status", *args).stdout
+    assert "rejected" in runspec_cli("status", "-a", *args).stdout

@@ -16,18 +16,7 @@ from runspec.clock import SYSTEM, parse_utc_iso, utc_iso
 from runspec.control import EpochMarker
 from runspec.loader import load_spec_text
 from runspec.state import PushRecord, RecordStore, RunStatus
-from tests.fixtures_daemon import REPO, spec_text, wait_until
-
-
-def _runspec(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runspec", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        check=False,
-    )
+from tests.fixtures_daemon import REPO, runspec_cli, spec_text, wait_until
 
 
 def _accept(state: Path, name: str) -> None:
@@ -58,7 +47,7 @@ def test_status_table_and_json(tmp_path: Path) -> None:
     state = tmp_path / "state"
     run_dir = _training(state, "alpha")
     _accept(state, "beta")
-    out = _runspec("status", "--state", str(state))
+    out = runspec_cli("status", "--state", str(state))
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == f"runspecd: not running ({state})"
@@ -81,7 +70,7 @@ def test_status_table_and_json(tmp_path: Path) -> None:
     assert "queued" in beta
     assert f"charts for alpha: libreyolo monitor {run_dir} --no-browser" in out.stdout
 
-    out = _runspec("status", "alpha", "--state", str(state), "--format", "json")
+    out = runspec_cli("status", "alpha", "--state", str(state), "--format", "json")
     rows = json.loads(out.stdout)
     assert [r["name"] for r in rows] == ["alpha"]
     assert rows[0]["epoch"] == 12 and rows[0]["last_push"]["epoch"] == 10
@@ -102,13 +91,13 @@ def test_status_says_where_the_budget_stops_a_run(tmp_path: Path) -> None:
     # epochs 13 to 19 and 20 fit before the stop time, 21 would not.
     guesses = {"validating": 90.0, "plain": 60.0}
     control.write_deadline(control_dir, ended + 7 * 60 + 90 + 5, guesses)
-    out = _runspec("status", "--state", str(state))
+    out = runspec_cli("status", "--state", str(state))
     assert "eps: the budget stops this run at about epoch 20 of 100" in out.stdout, out.stdout
-    rows = json.loads(_runspec("status", "--json", "--state", str(state)).stdout)
+    rows = json.loads(runspec_cli("status", "--json", "--state", str(state)).stdout)
     assert rows[0]["budget_stops_at_epoch"] == 20
     # With room for every epoch it says nothing of the kind.
     control.write_deadline(control_dir, ended + 100 * 90, guesses)
-    assert "the budget stops" not in _runspec("status", "--state", str(state)).stdout
+    assert "the budget stops" not in runspec_cli("status", "--state", str(state)).stdout
 
 
 def test_status_watch_redraws_as_the_run_moves_and_ends_on_ctrl_c(tmp_path: Path) -> None:
@@ -147,7 +136,7 @@ def test_status_watch_redraws_as_the_run_moves_and_ends_on_ctrl_c(tmp_path: Path
 
 
 def test_status_of_an_unknown_run_is_a_usage_error(tmp_path: Path) -> None:
-    out = _runspec("status", "nope", "--state", str(tmp_path))
+    out = runspec_cli("status", "nope", "--state", str(tmp_path))
     assert out.returncode == 2
     assert "no run named 'nope'" in out.stderr
 
@@ -181,7 +170,7 @@ def test_logs_tells_the_story_in_time_order_with_the_traceback(tmp_path: Path) -
     run_dir = _training(state, "gamma")
     _log_files(state, run_dir, "gamma")
     (run_dir / "train.log").write_text("the same lines as console.log: not shown twice\n")
-    out = _runspec("logs", "gamma", "--state", str(state))
+    out = runspec_cli("logs", "gamma", "--state", str(state))
     assert out.returncode == 0, out.stderr
     texts = [line.split(" ", 2)[2] for line in out.stdout.splitlines()]
     assert texts == [
@@ -193,15 +182,15 @@ def test_logs_tells_the_story_in_time_order_with_the_traceback(tmp_path: Path) -
         "train: RuntimeError: boom",
         "runspec: failed: LibreYOLO failed: RuntimeError: boom",
     ]
-    last3 = _runspec("logs", "gamma", "-n", "3", "--state", str(state))
+    last3 = runspec_cli("logs", "gamma", "-n", "3", "--state", str(state))
     assert last3.stdout.splitlines() == out.stdout.splitlines()[-3:]
-    as_json = _runspec("logs", "gamma", "-n", "1", "--json", "--state", str(state))
+    as_json = runspec_cli("logs", "gamma", "-n", "1", "--json", "--state", str(state))
     assert json.loads(as_json.stdout) == {
         "time": "2026-11-30T10:00:20+00:00",
         "source": "runspec",
         "text": "failed: LibreYOLO failed: RuntimeError: boom",
     }
-    only = _runspec("logs", "gamma", "--training", "--state", str(state))
+    only = runspec_cli("logs", "gamma", "--training", "--state", str(state))
     assert [line.split(" ", 2)[2] for line in only.stdout.splitlines()] == texts[2:6]
 
 
@@ -237,7 +226,7 @@ def test_logs_follow_runs_from_preflight_until_the_run_ends(tmp_path: Path) -> N
 def test_cancel_a_queued_run(tmp_path: Path, make_daemon) -> None:  # type: ignore[no-untyped-def]
     daemon = make_daemon()
     _accept(daemon.state, "queued-one")
-    out = _runspec("cancel", "queued-one", "--state", str(daemon.state))
+    out = runspec_cli("cancel", "queued-one", "--state", str(daemon.state))
     assert out.returncode == 0, out.stderr
     assert "removes queued-one from the queue" in out.stdout
     daemon.start("--once")
@@ -248,5 +237,5 @@ def test_cancel_a_queued_run(tmp_path: Path, make_daemon) -> None:  # type: igno
     assert record.termination is not None and record.termination.value == "cancelled"
     assert record.started_at is None  # it never left the queue
     assert "queued-one: cancelled while queued" in daemon.output
-    out = _runspec("cancel", "queued-one", "--state", str(daemon.state))
+    out = runspec_cli("cancel", "queued-one", "--state", str(daemon.state))
     assert out.returncode == 2 and "already finished" in out.stderr
