@@ -29,6 +29,7 @@ import logging
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
@@ -122,6 +123,22 @@ def _quoted(path: Path) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def code_in_shared_tmp(*programs: Path) -> list[Path]:
+    """The folders of this program (its Python environment, runspec's own code, and the
+    environments of `programs`) that lie in the shared /tmp or /var/tmp: a unit's private /tmp
+    would hide them, so the unit binds them in, read-only (a checkout cloned into /tmp)."""
+    import runspec
+
+    found = [Path(sys.prefix), Path(runspec.__file__).parent.parent]
+    found += [program.parent.parent for program in programs]
+    folders = dict.fromkeys(p.absolute() for p in found)
+    return [p for p in folders if any(p.is_relative_to(tmp) for tmp in SHARED_TMP)]
+
+
+def quoted_list(folders: Sequence[Path]) -> str:
+    return " ".join(_quoted(p) for p in folders)
+
+
 def sandbox_properties(job: TrainJob, paths: RunPaths, *, needs_token: bool) -> list[str]:
     props = ["UMask=0077", "NoNewPrivileges=yes"]
     if os.geteuid() != 0:
@@ -141,6 +158,9 @@ def sandbox_properties(job: TrainJob, paths: RunPaths, *, needs_token: bool) -> 
     ]
     if not shared_tmp:
         props.append("PrivateTmp=yes")
+        code = code_in_shared_tmp()
+        if code:
+            props.append("BindReadOnlyPaths=" + quoted_list(code))
     if not needs_token:
         props.append("InaccessiblePaths=" + " ".join(_quoted(p) for p in _stored_login(job)))
     return props

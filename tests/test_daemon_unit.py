@@ -77,3 +77,17 @@ def test_installed_default_config_loads_and_install_keeps_an_edited_one(tmp_path
     cfg = load_config(config, state=tmp_path / "s")
     assert cfg.inbox == tmp_path / "s" / "inbox"
     assert cfg.idle_finish is None
+
+
+def test_a_runspec_installed_in_tmp_is_bound_into_the_units_private_tmp() -> None:
+    """The unit's PrivateTmp= hides the shared /tmp: a runspec cloned and installed there
+    (a throwaway checkout, a test's) would not even start. The drop-in binds it in, read-only."""
+    from runspec.commands.install import SHIPPED_EXEC, exec_dropin
+
+    text = exec_dropin(Path("/tmp/clone/.venv/bin/runspec"))
+    assert text is not None
+    assert "ExecStart=/tmp/clone/.venv/bin/runspec daemon" in text
+    assert 'BindReadOnlyPaths="-/tmp/clone/.venv"' in text.splitlines()[-1]
+    # Where nothing lies in /tmp, the shipped unit needs no drop-in at all.
+    if not any(str(p).startswith(("/tmp/", "/var/tmp/")) for p in (Path(sys.prefix), REPO)):
+        assert exec_dropin(SHIPPED_EXEC) is None

@@ -44,15 +44,21 @@ def unit_source() -> Path:
 
 
 def exec_dropin(executable: Path) -> str | None:
-    """The drop-in that runs `executable` instead of the shipped path (None: not needed)."""
-    if executable == SHIPPED_EXEC:
+    """The drop-in that runs `executable` instead of the shipped path, and shows the unit its
+    code when that lies in the shared /tmp, which the unit's private /tmp would hide (None:
+    not needed)."""
+    from runspec.trainerunit import code_in_shared_tmp, quoted_list
+
+    lines = []
+    if executable != SHIPPED_EXEC:
+        lines += ["ExecStart=", f"ExecStart={executable} daemon --config {CONFIG}"]
+    code = code_in_shared_tmp(executable)
+    if code:
+        lines.append("BindReadOnlyPaths=" + quoted_list(code))
+    if not lines:
         return None
-    return (
-        "# Written by `runspec install`: the runspec program on this machine.\n"
-        "[Service]\n"
-        "ExecStart=\n"
-        f"ExecStart={executable} daemon --config {CONFIG}\n"
-    )
+    head = ["# Written by `runspec install`: the runspec program on this machine.", "[Service]"]
+    return "\n".join([*head, *lines]) + "\n"
 
 
 def _quoted(path: Path) -> str:

@@ -113,7 +113,11 @@ class Container:
             check=False,
         )
         if check and out.returncode != 0:
-            raise AssertionError(f"{script!r} exited {out.returncode}: {out.stdout}{out.stderr}")
+            # What systemd said about it: a unit that failed to start says why only there.
+            journal = self.journal_text()[-3000:] if script.startswith("systemctl") else ""
+            raise AssertionError(
+                f"{script!r} exited {out.returncode}: {out.stdout}{out.stderr}{journal}"
+            )
         return out
 
     def show(self, unit: str, *props: str) -> dict[str, str]:
