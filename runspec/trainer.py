@@ -195,6 +195,45 @@ def _error_of(exc: BaseException) -> tuple[str, str]:
     return type(exc).__name__, first
 
 
+def trained_epochs(checkpoint: Path) -> int | None:
+    """How many epochs the checkpoint's run had trained, as LibreYOLO counts them when it
+    resumes (its `epoch` + 1); None when the file says nothing readable."""
+    import torch
+
+    try:
+        state = torch.load(checkpoint, map_location="cpu", weights_only=False, mmap=True)
+    except Exception:  # any unreadable file: LibreYOLO's own resume then says what is wrong
+        return None
+    epoch = state.get("epoch") if isinstance(state, dict) else None
+    return int(epoch) + 1 if isinstance(epoch, int) else None
+
+
+def _already_done(job: TrainJob, ctl: Path) -> TrainerResult | None:
+    """A checkpoint that holds every epoch (the trainer died after saving the last one, before
+    its marker: a full disk, a kill) leaves nothing to resume, and LibreYOLO refuses to: the
+    training is complete. The marker now vouches for those weights, so they are pushed."""
+    if job.resume_from is None:
+        return None
+    done = trained_epochs(Path(job.resume_from))
+    if done is None or done < job.epochs:
+        return None
+    marker = control.read_epoch_marker(ctl)
+    if marker is None or marker.epoch < done:
+        seconds = marker.epoch_seconds if marker is not None else 0.0
+        marker = EpochMarker(
+            epoch=done, total_epochs=job.epochs, epoch_seconds=seconds, validated=False, time=0.0
+        )
+    files = weights_files(job.run_dir)
+    control.write_epoch_marker(ctl, replace(marker, time=SYSTEM.time(), files=files))
+    print(f"runspec.trainer: {job.resume_from} already holds all {job.epochs} epochs", flush=True)
+    return TrainerResult(
+        outcome=TrainerOutcome.COMPLETED,
+        epochs_completed=done,
+        save_dir=str(job.run_dir),
+        exit_code=control.EXIT_COMPLETED,
+    )
+
+
 def run(job: TrainJob) -> TrainerResult:
     ctl = Path(job.control_dir)
     ctl.mkdir(parents=True, exist_ok=True)
@@ -203,6 +242,9 @@ def run(job: TrainJob) -> TrainerResult:
     signal.signal(signal.SIGINT, handler)
     os.environ.update(job.env)
     callback = StopControl(job.control_dir, eval_interval_from_args(job.args))
+    finished = _already_done(job, ctl)
+    if finished is not None:
+        return finished
     try:
         device = resolve_device(job.device)
         pretrained = job.args.get("pretrained", True)

@@ -164,3 +164,29 @@ def test_a_resumed_auto_batch_run_keeps_the_batch_autobatch_picked(tiny_job: Tin
     assert train_kwargs(job, "0", callback)["batch"] == -1  # only a resume reuses it
     fixed = dataclasses.replace(resumed, batch=8)
     assert train_kwargs(fixed, "0", callback)["batch"] == 8  # a given batch is the spec's
+
+
+def test_a_resume_from_a_checkpoint_holding_every_epoch_completes_and_vouches_for_it(
+    tiny_job: TinyJob,
+) -> None:
+    """The trainer saved the last epoch's last.pt and died before its marker (a full disk, a
+    kill): LibreYOLO refuses to resume a run with nothing left to train, so that resume used
+    to fail the run. Now it completes, and the marker vouches for the weights to push."""
+    job, paths = tiny_job("alldone", epochs=2)
+    handle = start(job, paths)
+    _finish(handle)
+    marker = control.read_epoch_marker(paths.control_dir)
+    assert marker is not None and marker.epoch == 2
+    # As the trainer that died left it: the marker still says epoch 1 and vouches for nothing.
+    control.write_epoch_marker(paths.control_dir, dataclasses.replace(marker, epoch=1, files={}))
+    assert complete_checkpoints(paths.run_dir, paths.control_dir) == []
+
+    last = paths.run_dir / "weights" / "last.pt"
+    resumed_job, _ = tiny_job("alldone", epochs=2, resume_from=last)
+    second = start(resumed_job, paths)
+    _finish(second)
+    result = second.result()
+    assert result is not None and result.outcome == TrainerOutcome.COMPLETED, result
+    assert result.epochs_completed == 2
+    complete = {c.relpath: c.epoch for c in complete_checkpoints(paths.run_dir, paths.control_dir)}
+    assert complete["weights/last.pt"] == 2
