@@ -66,7 +66,7 @@ def test_a_run_trains_pushes_and_its_finish_powers_the_container_off(
     spec = (
         "runspec: 1\nname: sysrun\n"
         "dataset:\n  synthetic: {train: 8, val: 4, imgsz: 64, classes: 3, seed: 0}\n"
-        "train:\n  model: yolo9-t\n  epochs: 30\n  batch: 4\n  imgsz: 64\n  device: cpu\n"
+        "train:\n  model: yolo9-t\n  epochs: 18\n  batch: 4\n  imgsz: 64\n  device: cpu\n"
         "  save_period: 10\n  args: {pretrained: false, workers: 0, eval_interval: 1}\n"
         "push:\n  dir: pushed\n  every: 1m\n"
         "budget:\n  wall_clock: 15m\n"
@@ -101,13 +101,13 @@ def test_a_run_trains_pushes_and_its_finish_powers_the_container_off(
     assert c.wait_exit(timeout=600) == 0
     data = json.loads(record.read_text())
     assert data["status"] == "finished" and data["termination"] == "completed"
-    assert data["epoch"] == 30
+    assert data["epoch"] == 18
     assert data["restarts_used"] == 0  # never relaunched: the same trainer did every epoch
     assert data["last_push"]["final"] is True
     pushed = state / "pushed/sysrun/weights/last.pt"
     assert pushed.read_bytes() == (state / "runs/sysrun/weights/last.pt").read_bytes()
     journal = c.journal_text()
-    verified = journal.find("pushed epoch 30 (final)")
+    verified = journal.find("pushed epoch 18 (final)")
     finish = journal.find("sysrun: finish: about to run ['/bin/sh'", verified)
     powered = journal.find("Reached target poweroff.target")
     assert -1 < verified < finish < powered, journal[-3000:]
