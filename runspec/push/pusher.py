@@ -361,9 +361,13 @@ class Pusher:
         what = f"epoch {manifest.epoch}" if manifest.epoch is not None else "run files"
         final = " (final)" if manifest.final else ""
         took = human_duration(seconds)
+        # The count the summary gives (every file the target now holds for this push, the
+        # manifest included), and how many of them went out this time when fewer did.
+        count = len(pushed.files)
+        went = f" ({len(uploads)} sent)" if len(uploads) != count else ""
         self.progress(
             f"pushed {what}{final} to {self.target.description}: "
-            f"{len(uploads)} files, {format_bytes(nbytes)} in {took}, verified{at}"
+            f"{count} files{went}, {format_bytes(nbytes)} in {took}, verified{at}"
         )
         return pushed
 
