@@ -208,6 +208,12 @@ def trained_epochs(checkpoint: Path) -> int | None:
     return int(epoch) + 1 if isinstance(epoch, int) else None
 
 
+def _vouch(ctl: Path, marker: EpochMarker, run_dir: Path) -> None:
+    """With no writer left, the marker vouches for every weights file as it is now."""
+    files = weights_files(run_dir)
+    control.write_epoch_marker(ctl, replace(marker, time=SYSTEM.time(), files=files))
+
+
 def _already_done(job: TrainJob, ctl: Path) -> TrainerResult | None:
     """A checkpoint that holds every epoch (the trainer died after saving the last one, before
     its marker: a full disk, a kill) leaves nothing to resume, and LibreYOLO refuses to: the
@@ -223,8 +229,7 @@ def _already_done(job: TrainJob, ctl: Path) -> TrainerResult | None:
         marker = EpochMarker(
             epoch=done, total_epochs=job.epochs, epoch_seconds=seconds, validated=False, time=0.0
         )
-    files = weights_files(job.run_dir)
-    control.write_epoch_marker(ctl, replace(marker, time=SYSTEM.time(), files=files))
+    _vouch(ctl, marker, job.run_dir)
     print(f"runspec.trainer: {job.resume_from} already holds all {job.epochs} epochs", flush=True)
     return TrainerResult(
         outcome=TrainerOutcome.COMPLETED,
@@ -293,8 +298,7 @@ def run(job: TrainJob) -> TrainerResult:
         # LibreYOLO writes some weights after the last epoch's callback (average.pt with
         # average_best): vouch for them now that no writer is left, or they never count as
         # complete and are never pushed.
-        files = weights_files(Path(save_dir or job.run_dir))
-        control.write_epoch_marker(ctl, replace(marker, time=SYSTEM.time(), files=files))
+        _vouch(ctl, marker, Path(save_dir or job.run_dir))
     return TrainerResult(
         outcome=TrainerOutcome.COMPLETED,
         epochs_completed=marker.epoch if marker is not None else 0,

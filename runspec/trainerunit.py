@@ -127,9 +127,7 @@ def code_in_shared_tmp(*programs: Path) -> list[Path]:
     """The folders of this program (its Python environment, runspec's own code, and the
     environments of `programs`) that lie in the shared /tmp or /var/tmp: a unit's private /tmp
     would hide them, so the unit binds them in, read-only (a checkout cloned into /tmp)."""
-    import runspec
-
-    found = [Path(sys.prefix), Path(runspec.__file__).parent.parent]
+    found = [Path(sys.prefix), Path(__file__).parent.parent]  # runspec's own, and its env
     found += [program.parent.parent for program in programs]
     folders = dict.fromkeys(p.absolute() for p in found)
     return [p for p in folders if any(p.is_relative_to(tmp) for tmp in SHARED_TMP)]

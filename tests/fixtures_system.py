@@ -7,15 +7,18 @@ when it is not the one the virtual environment installed (PYTHONPATH).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.fixtures_daemon import runspec_cli
 from tests.system.harness import Container, python_prefix, why_unavailable
 
 REPO = Path(__file__).resolve().parent.parent
@@ -29,6 +32,12 @@ def code_binds() -> list[Path]:
     venv = Path(sys.prefix)
     binds = [python_prefix(), REPO]
     return binds if venv.is_relative_to(REPO) else [*binds, venv]
+
+
+def install(root: Path) -> subprocess.CompletedProcess[str]:
+    """`runspec install --root ROOT` of this environment's runspec program."""
+    runspec = Path(sys.executable).with_name("runspec")
+    return runspec_cli("install", "--root", str(root), "--exec", str(runspec), timeout=60)
 
 
 def test_dropin() -> str:
@@ -54,6 +63,20 @@ class Installed:
     def inbox(self) -> Path:
         return self.state / "inbox"
 
+    def submit(self, name: str, text: str) -> None:
+        """Drop `name`.yaml into the inbox whole, as `runspec submit` does."""
+        tmp = self.inbox / f".{name}.yaml.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, self.inbox / f"{name}.yaml")
+
+    def record(self, name: str) -> dict[str, Any]:
+        """The run's record as the daemon last saved it; {} before it exists."""
+        try:
+            data: dict[str, Any] = json.loads((self.state / f"jobs/{name}/record.json").read_text())
+            return data
+        except (OSError, ValueError):
+            return {}
+
 
 @pytest.fixture
 def runspecd_container(tmp_path: Path) -> Iterator[Installed]:
@@ -63,14 +86,8 @@ def runspecd_container(tmp_path: Path) -> Iterator[Installed]:
             pytest.fail(f"system tests must run in CI: {reason}")
         pytest.skip(reason)
     root = tmp_path / "root"
-    runspec = Path(sys.executable).with_name("runspec")
-    subprocess.run(
-        [sys.executable, "-m", "runspec", "install", "--root", str(root), "--exec", str(runspec)],
-        check=True,
-        capture_output=True,
-        timeout=60,
-        cwd=REPO,
-    )
+    installed = install(root)
+    assert installed.returncode == 0, installed.stderr
     (root / "etc/runspec/runspecd.yaml").write_text("shutdown_push_timeout: 1m\n")
     unit = root / "etc/systemd/system" / UNIT_NAME
     assert unit.read_bytes() == SHIPPED_UNIT.read_bytes(), "install changed the shipped unit"

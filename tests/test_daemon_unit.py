@@ -10,20 +10,9 @@ from pathlib import Path
 
 from runspec.daemon.config import DEFAULT_CONFIG_TEXT, load_config
 from tests.fixtures_daemon import REPO
+from tests.fixtures_system import install
 
 UNIT = REPO / "systemd" / "runspecd.service"
-
-
-def _install(root: Path) -> subprocess.CompletedProcess[str]:
-    runspec = Path(sys.executable).with_name("runspec")
-    return subprocess.run(
-        [sys.executable, "-m", "runspec", "install", "--root", str(root), "--exec", str(runspec)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        check=False,
-    )
 
 
 def test_every_setting_in_the_unit_is_commented() -> None:
@@ -38,7 +27,7 @@ def test_every_setting_in_the_unit_is_commented() -> None:
 
 
 def test_install_puts_files_in_place_and_systemd_verifies_the_unit(tmp_path: Path) -> None:
-    out = _install(tmp_path)
+    out = install(tmp_path)
     assert out.returncode == 0, out.stderr
     unit = tmp_path / "etc/systemd/system/runspecd.service"
     text = unit.read_text()
@@ -68,10 +57,10 @@ def test_install_puts_files_in_place_and_systemd_verifies_the_unit(tmp_path: Pat
 
 
 def test_installed_default_config_loads_and_install_keeps_an_edited_one(tmp_path: Path) -> None:
-    assert _install(tmp_path).returncode == 0
+    assert install(tmp_path).returncode == 0
     config = tmp_path / "etc/runspec/runspecd.yaml"
     config.write_text("hourly_cost: 2.5\n")
-    assert _install(tmp_path).returncode == 0
+    assert install(tmp_path).returncode == 0
     assert config.read_text() == "hourly_cost: 2.5\n"
     config.write_text(DEFAULT_CONFIG_TEXT)
     cfg = load_config(config, state=tmp_path / "s")

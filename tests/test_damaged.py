@@ -5,15 +5,13 @@ it is there."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from runspec.accept import accept
 from runspec.clock import SYSTEM
 from runspec.loader import load_spec_text
-from tests.fixtures_daemon import DaemonProc, spec_text
+from tests.fixtures_daemon import DaemonProc, runspec_cli, spec_text
 from tests.fixtures_providers import StandIn, vast_answers_stopped
 from tests.hubserver import HubServer
 
@@ -44,13 +42,7 @@ def test_a_damaged_record_is_set_aside_and_blocks_the_machines_end(
     assert standin.made("DELETE") == [] and standin.made("PUT") == []
     assert "run broken is damaged" in fine["finish"]["why"]
 
-    status = subprocess.run(
-        [sys.executable, "-m", "runspec", "status", "--state", str(daemon.state)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    status = runspec_cli("status", "--state", str(daemon.state))
     assert status.returncode == 0, status.stderr
     assert "broken  DAMAGED" in status.stdout
     assert "broken: record damaged (" in status.stdout and "runspec rm broken" in status.stdout
@@ -65,21 +57,9 @@ def test_status_and_cancel_answer_with_a_damaged_record_and_no_daemon(tmp_path: 
     state = tmp_path / "state"
     accept(load_spec_text(spec_text("torn"), "torn.yaml"), state, None, SYSTEM)
     (state / "jobs" / "torn" / "record.json").write_text('{"name": "torn", "status": "trai')
-    out = subprocess.run(
-        [sys.executable, "-m", "runspec", "status", "--json", "--state", str(state)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    out = runspec_cli("status", "--json", "--state", str(state))
     assert out.returncode == 0, out.stderr
     (row,) = json.loads(out.stdout)
     assert row["name"] == "torn" and row["status"] == "damaged"
-    cancel = subprocess.run(
-        [sys.executable, "-m", "runspec", "cancel", "torn", "--state", str(state)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    cancel = runspec_cli("cancel", "torn", "--state", str(state))
     assert cancel.returncode == 1 and "its record is damaged" in cancel.stderr

@@ -8,13 +8,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from runspec.daemon.config import ConfigError, load_config
 from tests.fixtures_daemon import REPO
+from tests.fixtures_system import install
 
 UNIT = REPO / "systemd" / "runspecd.service"
 MOST_EXPOSED = 2.5
@@ -40,14 +40,8 @@ def _exposure(unit: Path) -> float:
 
 
 def _install(root: Path) -> None:
-    runspec = Path(sys.executable).with_name("runspec")
-    subprocess.run(
-        [sys.executable, "-m", "runspec", "install", "--root", str(root), "--exec", str(runspec)],
-        check=True,
-        capture_output=True,
-        timeout=60,
-        cwd=REPO,
-    )
+    installed = install(root)
+    assert installed.returncode == 0, installed.stderr
 
 
 def test_the_shipped_unit_scores_at_most_2_5() -> None:

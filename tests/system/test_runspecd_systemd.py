@@ -4,7 +4,6 @@ kill, stop; and a whole run that ends with a `command` finish powering the conta
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from pathlib import Path
@@ -29,10 +28,7 @@ def test_unit_lifecycle_under_systemd(runspecd_container: Installed) -> None:
     first_pid = props["MainPID"]
 
     # A spec dropped in the inbox is claimed; its record is in the state folder.
-    inbox = runspecd_container.inbox
-    tmp = inbox / ".sys1.yaml.tmp"
-    tmp.write_text(spec_text("sys1"))
-    os.replace(tmp, inbox / "sys1.yaml")
+    runspecd_container.submit("sys1", spec_text("sys1"))
     wait_until((runspecd_container.state / "jobs/sys1/record.json").exists, what="the record")
 
     c.sh("systemctl reload runspecd")
@@ -75,18 +71,12 @@ def test_a_run_trains_pushes_and_its_finish_powers_the_container_off(
         f"  command: [/bin/sh, {Path('/var/lib/runspec') / guard.name}, {c.name}]\n"
     )
     c.sh("systemctl start runspecd")
-    tmp = runspecd_container.inbox / ".sysrun.yaml.tmp"
-    tmp.write_text(spec)
-    os.replace(tmp, runspecd_container.inbox / "sysrun.yaml")
-    record = state / "jobs/sysrun/record.json"
-
-    def epoch() -> int:
-        try:
-            return int(json.loads(record.read_text()).get("epoch", 0))
-        except (FileNotFoundError, ValueError):
-            return 0
-
-    wait_until(lambda: epoch() >= 1, timeout=300, what="the first epoch")
+    runspecd_container.submit("sysrun", spec)
+    wait_until(
+        lambda: runspecd_container.record("sysrun").get("epoch", 0) >= 1,
+        timeout=300,
+        what="the first epoch",
+    )
     trainer = json.loads((state / "jobs/sysrun/trainer.json").read_text())
     pid = trainer["identity"]["pid"]
     attached = f"re-attached to the running trainer (pid {pid}"
@@ -99,7 +89,7 @@ def test_a_run_trains_pushes_and_its_finish_powers_the_container_off(
     wait_until(lambda: c.journal_text("runspecd").count(attached) == 2, what="the re-attach")
     # The finish powers the container off once the final push is verified.
     assert c.wait_exit(timeout=600) == 0
-    data = json.loads(record.read_text())
+    data = runspecd_container.record("sysrun")
     assert data["status"] == "finished" and data["termination"] == "completed"
     assert data["epoch"] == 18
     assert data["restarts_used"] == 0  # never relaunched: the same trainer did every epoch
@@ -131,18 +121,12 @@ def test_system_shutdown_mid_run_pushes_the_newest_checkpoint_first(
         "finish:\n  action: none\n"
     )
     c.sh("systemctl start runspecd")
-    tmp = runspecd_container.inbox / ".preempted.yaml.tmp"
-    tmp.write_text(spec)
-    os.replace(tmp, runspecd_container.inbox / "preempted.yaml")
-    record = state / "jobs/preempted/record.json"
-
-    def epoch() -> int:
-        try:
-            return int(json.loads(record.read_text()).get("epoch", 0))
-        except (FileNotFoundError, ValueError):
-            return 0
-
-    wait_until(lambda: epoch() >= 2, timeout=300, what="two epochs")
+    runspecd_container.submit("preempted", spec)
+    wait_until(
+        lambda: runspecd_container.record("preempted").get("epoch", 0) >= 2,
+        timeout=300,
+        what="two epochs",
+    )
     c.poweroff_inside()  # the whole system stops: a preemption, say
     assert c.wait_exit(timeout=600) == 0
     journal = c.journal_text()
@@ -150,7 +134,7 @@ def test_system_shutdown_mid_run_pushes_the_newest_checkpoint_first(
     pushed = journal.find("preempted: pushed epoch", stopping)
     powered = journal.find("Reached target poweroff.target")
     assert -1 < stopping < pushed < powered, journal[-3000:]
-    data = json.loads(record.read_text())
+    data = runspecd_container.record("preempted")
     assert data["last_push"] is not None and data["last_push"]["epoch"] >= 2
     assert (state / "pushed/preempted/weights/last.pt").is_file()
 
@@ -162,7 +146,6 @@ def test_system_shutdown_while_not_training_does_not_wait_for_a_push(
     once that there is nothing to push: the machine stops in seconds, not after the 4-minute
     shutdown push timeout."""
     c = runspecd_container.container
-    state = runspecd_container.state
     spec = (
         "runspec: 1\nname: staging\n"
         # Thousands of generated images: staging takes a while.
@@ -174,18 +157,12 @@ def test_system_shutdown_while_not_training_does_not_wait_for_a_push(
         "preflight: {matmul: false, collective: false, doctor: false, disk: 600MB}\n"
     )
     c.sh("systemctl start runspecd")
-    tmp = runspecd_container.inbox / ".staging.yaml.tmp"
-    tmp.write_text(spec)
-    os.replace(tmp, runspecd_container.inbox / "staging.yaml")
-    record = state / "jobs/staging/record.json"
-
-    def status() -> str:
-        try:
-            return str(json.loads(record.read_text()).get("status"))
-        except (FileNotFoundError, ValueError):
-            return ""
-
-    wait_until(lambda: status() == "staging", timeout=120, what="the staging phase")
+    runspecd_container.submit("staging", spec)
+    wait_until(
+        lambda: runspecd_container.record("staging").get("status") == "staging",
+        timeout=120,
+        what="the staging phase",
+    )
     started = time.monotonic()
     c.poweroff_inside()
     assert c.wait_exit(timeout=600) == 0
@@ -202,22 +179,15 @@ def test_the_journal_files_failures_as_errors_and_warnings(
     FAIL (no GPU for device 0) and a refused spec; every line once, with no timestamp of its
     own beside the journal's."""
     c = runspecd_container.container
-    inbox = runspecd_container.inbox
     c.sh("systemctl start runspecd")
     gpu = spec_text("gpu-run").replace("device: cpu", "device: 0")
-    for name, text in (("gpu-run.yaml", gpu), ("bad.yaml", spec_text("bad") + "bogus: 1\n")):
-        tmp = inbox / f".{name}.tmp"
-        tmp.write_text(text)
-        os.replace(tmp, inbox / name)
-    record = runspecd_container.state / "jobs/gpu-run/record.json"
-
-    def finished() -> bool:
-        try:
-            return json.loads(record.read_text()).get("status") == "finished"
-        except (FileNotFoundError, ValueError):
-            return False
-
-    wait_until(finished, timeout=300, what="the run that fails its preflight")
+    runspecd_container.submit("gpu-run", gpu)
+    runspecd_container.submit("bad", spec_text("bad") + "bogus: 1\n")
+    wait_until(
+        lambda: runspecd_container.record("gpu-run").get("status") == "finished",
+        timeout=300,
+        what="the run that fails its preflight",
+    )
     for said in ("inbox: rejected bad.yaml", "gpu-run: summary:"):
         wait_until(lambda s=said: s in c.journal_text("runspecd"), what=said)  # type: ignore[misc]
     warnings = c.journal_text("runspecd", priority="warning", output="cat").splitlines()

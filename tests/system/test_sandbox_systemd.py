@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,20 +38,6 @@ TRAIN = (
 )
 
 
-def _submit(inst: Installed, name: str, text: str) -> None:
-    tmp = inst.inbox / f".{name}.yaml.tmp"
-    tmp.write_text(text)
-    os.replace(tmp, inst.inbox / f"{name}.yaml")
-
-
-def _record(inst: Installed, name: str) -> dict[str, object]:
-    try:
-        data: dict[str, object] = json.loads((inst.state / f"jobs/{name}/record.json").read_text())
-        return data
-    except (OSError, ValueError):
-        return {}
-
-
 def _environ(inst: Installed, pid: int) -> dict[str, str]:
     raw = inst.container.sh(f"tr '\\0' '\\n' < /proc/{pid}/environ").stdout
     return dict(line.split("=", 1) for line in raw.splitlines() if "=" in line)
@@ -69,8 +54,8 @@ def test_the_trainer_unit_is_sandboxed_and_holds_no_secret(runspecd_container: I
     c.sh(f"mkdir -p {Path(login).parent} && echo hf_storedlogin0123456789 > {login}")
     c.sh("systemctl restart runspecd")  # started at boot: it reads the file again
     spec = "runspec: 1\nname: sbx\n" + TRAIN.replace("EPOCHS", "200") + "finish: {action: none}\n"
-    _submit(inst, "sbx", spec)
-    wait_until(lambda: int(str(_record(inst, "sbx").get("epoch") or 0)) >= 1, timeout=300)
+    inst.submit("sbx", spec)
+    wait_until(lambda: inst.record("sbx").get("epoch", 0) >= 1, timeout=300)
     trainer = json.loads((inst.state / "jobs/sbx/trainer.json").read_text())
     unit, pid = trainer["unit"], trainer["identity"]["pid"]
 
@@ -126,10 +111,10 @@ def test_a_folder_the_sandbox_cannot_write_is_refused_until_the_config_names_it(
     env_file.chmod(0o600)
     c.sh("systemctl restart runspecd")  # started at boot: it reads the file again
     spec = "runspec: 1\nname: NAME\n" + TRAIN.replace("EPOCHS", "1") + "push: {dir: /srv/volume}\n"
-    _submit(inst, "outside", spec.replace("NAME", "outside") + "finish: {action: none}\n")
+    inst.submit("outside", spec.replace("NAME", "outside") + "finish: {action: none}\n")
     # Its logs cannot be pushed there either: it ends, but not soon. The refusal is enough.
-    wait_until(lambda: _record(inst, "outside").get("termination"), timeout=300)
-    refused = _record(inst, "outside")
+    wait_until(lambda: inst.record("outside").get("termination"), timeout=300)
+    refused = inst.record("outside")
     assert refused["termination"] == "failed-preflight", refused
     why = str(refused["why"])
     assert "sandbox cannot write push.dir /srv/volume" in why, why
@@ -158,9 +143,9 @@ def test_a_folder_the_sandbox_cannot_write_is_refused_until_the_config_names_it(
     conf = inst.root / "etc/systemd/system/runspecd.service.d/writable.conf"
     assert 'ReadWritePaths="-/srv/volume"' in conf.read_text()
     c.sh("mkdir -p /srv/volume && systemctl daemon-reload && systemctl restart runspecd")
-    _submit(inst, "inside", spec.replace("NAME", "inside") + "finish: {action: stop}\n")
-    wait_until(lambda: _record(inst, "inside").get("status") == "finished", timeout=300)
-    done = _record(inst, "inside")
+    inst.submit("inside", spec.replace("NAME", "inside") + "finish: {action: stop}\n")
+    wait_until(lambda: inst.record("inside").get("status") == "finished", timeout=300)
+    done = inst.record("inside")
     assert done["termination"] == "completed", done
     c.sh("test -s /srv/volume/inside/weights/last.pt")
     # The finish reached the provider's API from inside the sandbox, with the file's key.
