@@ -78,14 +78,21 @@ class TrainJob:
 
     @classmethod
     def from_spec(
-        cls, spec: Spec, paths: RunPaths, data_yaml: Path, resume_from: Path | None = None
+        cls,
+        spec: Spec,
+        paths: RunPaths,
+        data_yaml: Path,
+        resume_from: Path | None = None,
+        epochs: int | None = None,
     ) -> TrainJob:
+        """`epochs`: what LibreYOLO plans its schedule with, when not train.epochs (the
+        budget's fit, runspec.budgetfit)."""
         t = spec.train
         return cls(
             name=spec.name,
             model=t.model,
             data=str(Path(data_yaml).resolve()),
-            epochs=t.epochs,
+            epochs=t.epochs if epochs is None else epochs,
             batch=t.batch,
             imgsz=t.imgsz,
             device=t.device,

@@ -18,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from runspec import failsafe
+from runspec import budgetfit, failsafe
 from runspec.alerts import Alerts
+from runspec.budgetfit import PROFILE_FIGURE
 from runspec.checkpoints import vouch_after_exit
 from runspec.clock import SYSTEM, Clock, human_duration, parse_utc_iso, utc_iso
 from runspec.cost import run_cost
@@ -281,7 +282,15 @@ class Lifecycle:
             if report.failed:
                 self._fail(Termination.FAILED_PREFLIGHT, report.first_failure())
                 return
+            self._fit_schedule(report.figure(PROFILE_FIGURE))
         self._move(RunStatus.TRAINING, f"dataset staged at {data_yaml}")
+
+    def _fit_schedule(self, epoch_s: float | None) -> None:
+        """LibreYOLO's schedule planned for the epochs the budget left now holds."""
+        fit = budgetfit.plan(self.spec, epoch_s, self.deadline() - self.clock.time())
+        if fit is not None:
+            self.owner.update(fit=fit.to_json(), total_epochs=fit.epochs)
+            self.say(f"budget: {fit.line()}")
 
     def pusher(self) -> Pusher | None:
         """The run's pusher, started on first use; None when the spec pushes nowhere."""

@@ -20,6 +20,7 @@ from runspec import rules
 from runspec.errors import Problem, SpecInvalid, UsageError
 from runspec.model import (
     DEFAULT_PUSH_FILES,
+    BudgetFit,
     BudgetSpec,
     DatasetSpec,
     FinishAction,
@@ -171,6 +172,7 @@ def _build(data: dict[str, Any], text: str, digest: str, source: str) -> Spec:
             reserve=None if reserve == "auto" else parse_duration(reserve),
             overrun=parse_duration(b.get("overrun", "20m")),
             hourly_cost=None if cost is None else float(cost),
+            fit=BudgetFit(b["fit"]) if "fit" in b else None,
         ),
         finish=finish,
         preflight=PreflightSpec(

@@ -102,12 +102,19 @@ class PushSpec:
     read_back: bool = False
 
 
+class BudgetFit(str, enum.Enum):
+    EPOCHS = "epochs"  # LibreYOLO's schedule planned for the epochs the budget holds
+    NONE = "none"  # train.epochs stands; the budget cuts the schedule where it runs out
+
+
 @dataclass(frozen=True)
 class BudgetSpec:
     wall_clock: float
     reserve: float | None = None  # None: auto, from the measured upload speed
     overrun: float = 1200.0
     hourly_cost: float | None = None
+    # None: not said; it fits the epochs whenever the profile measured them.
+    fit: BudgetFit | None = None
 
 
 class FinishAction(str, enum.Enum):

@@ -213,6 +213,14 @@ def _budget(data: dict[str, Any]) -> Iterator[Finding]:
             f"reserve {shown} leaves no time of wall_clock {_get(data, ('budget', 'wall_clock'))} "
             "for the run: make it smaller than wall_clock",
         )
+    pre = data.get("preflight")
+    profiled = isinstance(pre, dict) and pre.get("profile") is True
+    if _get(data, ("budget", "fit")) == "epochs" and not profiled:
+        yield Finding(
+            ("budget", "fit"),
+            "fit epochs needs the profile's measured epoch: set preflight.profile: true "
+            "(or fit: none)",
+        )
 
 
 def _finish(data: dict[str, Any]) -> Iterator[Finding]:

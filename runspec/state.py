@@ -111,6 +111,8 @@ class RunRecord:
     cost: dict[str, Any] = field(default_factory=dict)
     # Set while a write failed for want of space: {"path", "needed", "since"}; None otherwise.
     disk_full: dict[str, Any] | None = None
+    # The schedule fitted to the budget (runspec.budgetfit.Fit); None: train.epochs stands.
+    fit: dict[str, Any] | None = None
     history: list[dict[str, str]] = field(default_factory=list)
     schema: int = RECORD_SCHEMA
 
@@ -144,6 +146,8 @@ class RunRecord:
         for key in ("finish", "cost"):
             if not isinstance(kwargs.get(key, {}), dict):
                 raise TypeError(f"{key} is not an object")
+        if not isinstance(kwargs.get("fit"), dict | None):
+            raise TypeError("fit is not an object")
         if not isinstance(kwargs.get("history", []), list):
             raise TypeError("history is not a list")
         return cls(**kwargs)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from runspec import control
 from runspec.alerts import Alerts
 from runspec.budget import Planner, eval_interval_of, validates
+from runspec.budgetfit import planned_epochs
 from runspec.checkpoints import newest_intact_checkpoint
 from runspec.clock import Clock, human_duration, parse_utc_iso
 from runspec.control import TrainJob
@@ -121,15 +122,17 @@ class Supervisor:
 
     def _launch(self, resume_from: Path | None) -> TrainerHandle:
         assert self.record.data_yaml is not None
+        epochs = planned_epochs(self.spec, self.record)
         job = TrainJob.from_spec(
-            self.spec, self.paths, Path(self.record.data_yaml), resume_from=resume_from
+            self.spec, self.paths, Path(self.record.data_yaml), resume_from, epochs
         )
         self._write_deadline()
         handle = start(job, self.paths, clock=self.clock)
         self.owner.update(run_dir=str(self.paths.run_dir))
         what = f"resuming from {resume_from.name}" if resume_from else "training"
         unit = f", unit {handle.unit}" if handle.unit else ""
-        train = f"{self.spec.train.model}, {self.spec.train.epochs} epochs"
+        fitted = " (fitted to the budget)" if epochs < self.spec.train.epochs else ""
+        train = f"{self.spec.train.model}, {epochs} epochs{fitted}"
         self.lc.say(f"{what}: {train} (trainer pid {handle.identity.pid}{unit})")
         if resume_from is None and self.record.restarts_used == 0:
             self.lc.alerts.send(messages.started(self.spec, self.record))

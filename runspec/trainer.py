@@ -31,7 +31,7 @@ import yaml
 from libreyolo.cli.aliases import train_aliases
 from libreyolo.training.ddp_spawn import spawn_for_model
 
-from runspec import control
+from runspec import control, firststep
 from runspec.budget import eval_interval_from_args, validates
 from runspec.clock import SYSTEM, utc_iso
 from runspec.control import EpochMarker, FileStat, TrainerOutcome, TrainerResult, TrainJob
@@ -73,6 +73,7 @@ class StopControl:
 
     def on_train_start(self, event: Any) -> None:
         self.last_end = SYSTEM.time()
+        firststep.note(Path(self.control_dir), self.last_end)
 
     def on_train_epoch_end(self, event: Any) -> None:
         now = SYSTEM.time()

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from runspec.budgetfit import PROFILE_FIGURE, epochs_in, plan
 from runspec.clock import human_duration
-from runspec.model import Spec
+from runspec.model import BudgetFit, Spec
 from runspec.paths import RunPaths
 from runspec.preflight.report import CheckResult, failed, passed, warned
 
@@ -93,21 +95,22 @@ def _profile(
 
 
 def epochs_that_fit(spec: Spec, epoch_s: float) -> int:
-    """How many epochs of `epoch_s` fit in the wall clock, less what the end needs (the
-    spec's reserve, else the planner's floor for it): the question the profile answers."""
-    from runspec.budget import FINISH_SECONDS, MARGIN_S, MIN_RESERVE_S
+    """How many epochs of `epoch_s` fit in the wall clock, less what the end needs: the
+    question the profile answers (runspec.budgetfit, the same count the run fits to)."""
 
-    floor = max(MIN_RESERVE_S, FINISH_SECONDS[spec.finish.action] + MARGIN_S)
-    usable = spec.budget.wall_clock - (spec.budget.reserve or floor)
-    return max(0, min(spec.train.epochs, int(usable // epoch_s))) if epoch_s > 0 else 0
+    return epochs_in(spec, epoch_s, spec.budget.wall_clock)
 
 
 def _fit_text(spec: Spec, epoch_s: float) -> tuple[str, bool]:
-    """`about 40 of your 100 epochs fit in the 6h00m wall clock`, and whether all do."""
+    """`your 100 epochs do not fit: training 38, the schedule fitted to them` (or, with fit:
+    none, `about 38 of your 100 epochs fit in the 6h00m wall clock`), and whether all do."""
     fit, total = epochs_that_fit(spec, epoch_s), spec.train.epochs
     wall = human_duration(spec.budget.wall_clock)
     if fit >= total:
         return f"all {total} of your {total} epochs fit in the {wall} wall clock", True
+    fitted = plan(spec, epoch_s, spec.budget.wall_clock)
+    if fitted is not None:
+        return f"{fitted.line()} ({wall} wall clock)", False
     return f"about {fit} of your {total} epochs fit in the {wall} wall clock", False
 
 
@@ -137,6 +140,7 @@ def profile_check(
             )
     bound = str(summary.get("bound") or summary.get("metrics", {}).get("bound") or "unknown")
     all_fit = True
+    figures: dict[str, float] = {}
     rate = summary.get("img_per_s") or summary.get("real", {}).get("img_per_s")
     parts = [f"verdict {bound}"]
     batch = (summary.get("config") or summary.get("meta") or {}).get("batch")
@@ -147,6 +151,7 @@ def profile_check(
         images = train_images(data_yaml)
         if images:
             epoch_s = images / rate
+            figures[PROFILE_FIGURE] = epoch_s
             parts.append(f"about {human_duration(epoch_s)} per epoch of {images} images")
             if spec.budget.hourly_cost:
                 parts.append(f"${epoch_s / 3600 * spec.budget.hourly_cost:.4f} per epoch")
@@ -156,12 +161,15 @@ def profile_check(
     advice = ADVICE.get(bound, "")
     message = ", ".join(parts) + (f"; {advice}" if advice else "")
     if not all_fit:
-        return warned(
-            "profile",
-            message,
-            "the budget stops training early: raise budget.wall_clock or lower train.epochs "
-            "(validation epochs take longer than these training steps)",
+        fix = (
+            "to train them all, raise budget.wall_clock; budget.fit: none keeps train.epochs "
+            "and lets the budget cut the schedule"
+            if spec.budget.fit is not BudgetFit.NONE
+            else "the budget stops training early: raise budget.wall_clock or lower "
+            "train.epochs (validation epochs take longer than these training steps)"
         )
+        return replace(warned("profile", message, fix), figures=figures)
     if bound == "dataloader":
-        return warned("profile", message, "raise train.args.workers before paying for more GPU")
-    return passed("profile", message)
+        check = warned("profile", message, "raise train.args.workers before paying for more GPU")
+        return replace(check, figures=figures)
+    return replace(passed("profile", message), figures=figures)

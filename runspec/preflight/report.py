@@ -23,14 +23,19 @@ class CheckResult:
     status: CheckStatus
     message: str
     fix: str = ""  # one line saying what to do; empty when there is nothing to do
+    # Measured figures the run goes on with (the profile's epoch: runspec.budgetfit).
+    figures: dict[str, float] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, str]:
-        return {
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
             "name": self.name,
             "status": self.status.value,
             "message": self.message,
             "fix": self.fix,
         }
+        if self.figures:
+            data["figures"] = dict(self.figures)
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CheckResult:
@@ -39,7 +44,14 @@ class CheckResult:
             status=CheckStatus(data["status"]),
             message=str(data.get("message", "")),
             fix=str(data.get("fix", "")),
+            figures=_figures(data.get("figures")),
         )
+
+
+def _figures(data: object) -> dict[str, float]:
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): float(v) for k, v in data.items() if isinstance(v, int | float)}
 
 
 def passed(name: str, message: str) -> CheckResult:
@@ -63,6 +75,11 @@ class PreflightReport:
     @property
     def failed(self) -> bool:
         return any(c.status is CheckStatus.FAIL for c in self.checks)
+
+    def figure(self, key: str) -> float | None:
+        """A figure a check measured, where one did."""
+        found = [c.figures[key] for c in self.checks if key in c.figures]
+        return found[0] if found else None
 
     @property
     def failures(self) -> list[CheckResult]:

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from runspec.budgetfit import of_record
 from runspec.clock import human_duration
 from runspec.model import Spec
 from runspec.observer import read_epochs
@@ -102,6 +103,13 @@ def _load(spec: Spec, paths: RunPaths) -> list[str]:
     ]
 
 
+def _schedule(record: RunRecord) -> list[tuple[str, str]]:
+    fit = of_record(record)
+    if fit is None or not fit.fitted:
+        return []
+    return [("schedule", f"{fit.line()} (budget.fit)")]
+
+
 def model_card(
     spec: Spec,
     paths: RunPaths,
@@ -127,6 +135,7 @@ def model_card(
         ("model", spec.train.model),
         ("dataset", _dataset(spec)),
         ("epochs", f"{record.epoch} of {record.total_epochs}"),
+        *_schedule(record),
         ("ended", f"{term}: {record.why}" if record.why else term),
         ("image size", spec.train.imgsz),
         ("budget", budget),

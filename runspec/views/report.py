@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from runspec.budgetfit import of_record
 from runspec.clock import SYSTEM, Clock, human_duration
 from runspec.cost import run_cost
+from runspec.firststep import time_to_first_step
 from runspec.model import Spec
 from runspec.observer import read_epochs
 from runspec.paths import RunPaths
@@ -71,10 +73,15 @@ def summary_lines(
         )
     cost = run_cost(record, spec.budget.hourly_cost, clock.time())
     usd = "" if cost.usd is None else f", ${cost.usd:.4f} at ${spec.budget.hourly_cost}/h"
+    took = time_to_first_step(record, paths.control_dir)
+    to_step = "" if took is None else f"; first training step {human_duration(took)} after arrival"
     lines.append(
         f"  time: {human_duration(cost.billed_s)} billed{usd}; GPU idle "
-        f"{human_duration(cost.gpu_idle_s)} (preflight, staging, final push, finish)"
+        f"{human_duration(cost.gpu_idle_s)} (preflight, staging, final push, finish){to_step}"
     )
+    fit = of_record(record)
+    if fit is not None and fit.fitted:
+        lines.append(f"  schedule: {fit.line()} (budget.fit)")
     if record.finish:
         finish = record.finish.get("summary") or record.finish.get("why") or record.finish
         lines.append(f"  finish: {finish}")

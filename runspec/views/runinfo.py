@@ -8,9 +8,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from runspec.budgetfit import of_record
 from runspec.clock import parse_utc_iso
 from runspec.cost import run_cost
 from runspec.errors import RunspecError
+from runspec.firststep import time_to_first_step
 from runspec.meter import read_snapshot
 from runspec.model import Spec
 from runspec.owner import read_note, run_holder
@@ -135,6 +137,9 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
         ),
         "transfer": read_snapshot(paths.transfer_file) if live else None,
         "elapsed_seconds": elapsed,
+        "first_step_seconds": time_to_first_step(record, paths.control_dir),
+        # Only a fitted schedule is news: otherwise train.epochs stands.
+        "schedule": fit.line() if (fit := of_record(record)) and fit.fitted else None,
         "cost_usd": cost,
         "queued_at": record.queued_at,
         "started_at": record.started_at,

@@ -49,6 +49,11 @@ def _run_notes(r: dict[str, Any]) -> list[str]:
             f"{name}: the budget stops this run at about epoch {r['budget_stops_at_epoch']} "
             f"of {r['total_epochs']}"
         )
+    if r.get("schedule"):
+        notes.append(f"{name}: {r['schedule']}")
+    if r.get("first_step_seconds") is not None:
+        took = human_duration(r["first_step_seconds"])
+        notes.append(f"{name}: first training step {took} after the spec arrived")
     if r.get("transfer"):
         notes.append(f"{name}: {snapshot_text(r['transfer'])}")
     if r.get("disk_full"):

@@ -1,0 +1,134 @@
+"""The schedule fitted to the budget (budget.fit), from the plan to real LibreYOLO training.
+
+The learning-rate test trains for real (yolo9-t from scratch, CPU) twice: once with the epochs
+the fit plans, once with the spec's epochs cut where a budget would stop them. What it reads
+is what a user sees: metrics.jsonl's learning rate at the last trained epoch, and LibreYOLO's
+own log line for its final no-augmentation phase.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from types import MappingProxyType
+
+import pytest
+import yaml
+
+from runspec import control
+from runspec.budgetfit import Fit, epochs_in, plan, planned_epochs
+from runspec.control import TrainerOutcome, TrainJob
+from runspec.launcher import TrainerHandle, start
+from runspec.model import BudgetFit, BudgetSpec
+from runspec.observer import read_epochs
+from runspec.paths import RunPaths
+from runspec.preflight.report import CheckResult, CheckStatus, PreflightReport
+from runspec.state import RunRecord
+from tests.fixtures_training import tiny_spec, wait_epoch, wait_for
+
+NO_AUG = 2  # LibreYOLO's final epochs without mosaic, kept inside the fitted run
+
+
+def _finish(handle: TrainerHandle) -> None:
+    wait_for(lambda: not handle.alive(), 300.0, "the trainer to exit")
+
+
+def _final_lr(run_dir: Path) -> float:
+    """The schedule's last value as LibreYOLO plans it: lr0 x min_lr_ratio (the linear
+    schedule yolo9 trains with ends there, at its last iteration)."""
+    config = yaml.safe_load((run_dir / "train_config.yaml").read_text())
+    assert config["scheduler"] == "linear", config["scheduler"]
+    return float(config["lr0"]) * float(config["min_lr_ratio"])
+
+
+def _last_lrs(run_dir: Path) -> tuple[int, list[float]]:
+    rows = read_epochs(run_dir)
+    assert rows, f"no metrics.jsonl rows in {run_dir}"
+    last = rows[-1]
+    lrs = [float(v) for k, v in last.items() if k.startswith("lr/")]
+    assert lrs, f"no learning rate in {last}"
+    return int(last["epoch"]), lrs
+
+
+@pytest.mark.training
+@pytest.mark.timeout(600)
+def test_a_fitted_schedule_reaches_its_final_learning_rate_where_a_cut_one_does_not(
+    tmp_path: Path, synthetic_data_yaml: Path
+) -> None:
+    spec = tiny_spec("fitted", epochs=12, no_aug_epochs=NO_AUG)
+    # The profile measured 400 s epochs (every one validating here), and the hour holds 5.
+    fit = plan(spec, 400.0, seconds_left=3600.0)
+    assert fit == Fit(epochs=5, of=12, epoch_s=400.0) and fit.fitted
+    record = RunRecord(name="fitted", spec_sha256="0" * 64, fit=fit.to_json())
+    paths = RunPaths.for_spec(spec, tmp_path / "state")
+    job = TrainJob.from_spec(spec, paths, synthetic_data_yaml, None, planned_epochs(spec, record))
+    handle = start(job, paths)
+    _finish(handle)
+    result = handle.result()
+    assert result is not None and result.outcome is TrainerOutcome.COMPLETED, result
+    epoch, lrs = _last_lrs(paths.run_dir)
+    final = _final_lr(paths.run_dir)
+    assert epoch == 5
+    assert lrs == pytest.approx([final] * len(lrs), rel=1e-6)
+    # The last phase ran too: LibreYOLO turned mosaic off for the final epochs.
+    console = (paths.run_dir / "console.log").read_text()
+    assert f"for final {NO_AUG} epochs" in console
+
+    # The same spec with its 12 epochs, stopped at an epoch boundary as the budget stops it.
+    cut_spec = dataclasses.replace(spec, name="cut")
+    cut_paths = RunPaths.for_spec(cut_spec, tmp_path / "state")
+    cut = start(TrainJob.from_spec(cut_spec, cut_paths, synthetic_data_yaml), cut_paths)
+    wait_epoch(cut_paths, 5)
+    control.request_stop(cut_paths.control_dir, "budget")
+    _finish(cut)
+    cut_result = cut.result()
+    assert cut_result is not None and cut_result.outcome is TrainerOutcome.STOPPED, cut_result
+    cut_epoch, cut_lrs = _last_lrs(cut_paths.run_dir)
+    assert 5 <= cut_epoch < 12
+    assert min(cut_lrs) > 2 * _final_lr(cut_paths.run_dir)  # never decayed
+    assert f"for final {NO_AUG} epochs" not in (cut_paths.run_dir / "console.log").read_text()
+
+
+def test_the_fit_plans_the_epochs_that_end_before_the_reserve() -> None:
+    spec = tiny_spec("plan", epochs=100)
+    spec = dataclasses.replace(
+        spec,
+        train=dataclasses.replace(spec.train, args=MappingProxyType({"eval_interval": 10})),
+        budget=BudgetSpec(wall_clock=3600.0, reserve=600.0),
+    )
+    # 3600 - 600 reserve - 30 s start = 2970 s; 60 s epochs planned 10 % longer, every tenth
+    # validating (1.5 x): 42 of them.
+    assert epochs_in(spec, 60.0, 3600.0) == 42
+    assert plan(spec, 60.0, 3600.0) == Fit(epochs=42, of=100, epoch_s=60.0)
+    # Time already spent (preflight, staging) counts: half the hour left holds fewer.
+    left = plan(spec, 60.0, 1800.0)
+    assert left is not None and left.epochs < 42
+    # All fit: the spec's count, nothing fitted (no line says otherwise).
+    small = plan(spec, 1.0, 3600.0)
+    assert small is not None and small.epochs == 100 and not small.fitted
+    assert small.line() == "all 100 epochs fit in the budget"
+    # fit: none keeps the spec's epochs; no profile figure, or not one epoch fitting: nothing.
+    none = dataclasses.replace(spec, budget=dataclasses.replace(spec.budget, fit=BudgetFit.NONE))
+    assert plan(none, 60.0, 3600.0) is None
+    assert plan(spec, None, 3600.0) is None
+    assert plan(spec, 4000.0, 3600.0) is None
+
+
+def test_the_fit_travels_from_the_profile_check_through_the_report_and_the_record() -> None:
+    check = CheckResult("profile", CheckStatus.WARN, "m", "f", figures={"epoch_seconds": 12.5})
+    report = PreflightReport.from_json(PreflightReport("dataset", [check]).to_json())
+    assert report.figure("epoch_seconds") == 12.5
+    assert (
+        PreflightReport("dataset", [CheckResult("x", CheckStatus.PASS, "m")]).figure(
+            "epoch_seconds"
+        )
+        is None
+    )
+    spec = tiny_spec("rec", epochs=12)
+    record = RunRecord(name="rec", spec_sha256="0" * 64)
+    assert planned_epochs(spec, record) == 12
+    record.fit = Fit(epochs=5, of=12, epoch_s=400.0).to_json()
+    again = RunRecord.from_json(record.to_json())
+    assert planned_epochs(spec, again) == 5
+    damaged = RunRecord.from_json({**record.to_json(), "fit": {"epochs": "many"}})
+    assert planned_epochs(spec, damaged) == 12  # a fit it cannot read: the spec's epochs
