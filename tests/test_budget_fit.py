@@ -24,6 +24,7 @@ from runspec.observer import read_epochs
 from runspec.paths import RunPaths
 from runspec.preflight.report import CheckResult, CheckStatus, PreflightReport
 from runspec.state import RunRecord
+from tests.fixtures_run import SpecWriter, finish_run, record_of, start_run
 from tests.fixtures_training import tiny_spec, wait_epoch, wait_for
 
 NO_AUG = 2  # LibreYOLO's final epochs without mosaic, kept inside the fitted run
@@ -132,3 +133,41 @@ def test_the_fit_travels_from_the_profile_check_through_the_report_and_the_recor
     assert planned_epochs(spec, again) == 5
     damaged = RunRecord.from_json({**record.to_json(), "fit": {"epochs": "many"}})
     assert planned_epochs(spec, damaged) == 12  # a fit it cannot read: the spec's epochs
+
+
+@pytest.mark.training
+@pytest.mark.timeout(600)
+def test_a_run_whose_budget_cannot_hold_its_epochs_trains_the_fitted_schedule_to_its_end(
+    tmp_path: Path, write_spec: SpecWriter
+) -> None:
+    spec = write_spec(
+        "squeezed",
+        epochs=400,  # far more than three minutes hold on this CPU
+        train={"args": {"patience": 0, "no_aug_epochs": NO_AUG}},
+        preflight={"profile": True},
+        push={"dir": str(tmp_path / "volume")},
+        budget={"wall_clock": "3m", "reserve": "20s"},
+    )
+    state = tmp_path / "state"
+    code, out = finish_run(start_run(spec, state), timeout=400)
+    assert code == 0, out
+    record = record_of(state, "squeezed")
+    fit = Fit.from_json(record["fit"])
+    assert fit is not None and 1 <= fit.epochs < 400, out
+    # Said before training: the count and that the schedule is fitted to it.
+    said = f"your 400 epochs do not fit: training {fit.epochs}, the schedule fitted to them"
+    assert f"budget: {said}" in out
+    assert f"yolo9-t, {fit.epochs} epochs (fitted to the budget)" in out
+    # It trained the fitted schedule to its end: completed, not cut by the budget, and the
+    # learning rate at its last epoch is the schedule's last.
+    assert record["termination"] == "completed", out
+    assert record["epoch"] == record["total_epochs"] == fit.epochs
+    run_dir = state / "runs" / "squeezed"
+    epoch, lrs = _last_lrs(run_dir)
+    assert epoch == fit.epochs
+    assert lrs == pytest.approx([_final_lr(run_dir)] * len(lrs), rel=1e-6)
+    # The model card and the summary say so; the summary adds the time to the first step.
+    card = (tmp_path / "volume" / "squeezed" / "README.md").read_text()
+    assert f"| schedule | {said} (budget.fit) |" in card
+    assert f"schedule: {said}" in out
+    assert "first training step " in out and " after arrival" in out
