@@ -34,7 +34,7 @@ from runspec.state import RunRecord
 # saves and a slower first epoch. Epochs are planned this much longer than measured. Small on
 # purpose: every point of it is a point of the budget that trains nothing when the profile was
 # right (bench/bench_budget_share.py), and the budget's stop guards the other case.
-FIT_MARGIN = 0.02
+FIT_MARGIN = 0.01
 # A validating epoch as the fit counts it: validation runs inference only, on a val split
 # usually a tenth of the training images or less. (The planner's VALIDATION_FACTOR is its
 # cautious bound before it has timed a validating epoch; for the whole run's plan it would

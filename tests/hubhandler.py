@@ -11,6 +11,7 @@ import re
 import shutil
 import socket
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -163,7 +164,14 @@ class Handler(BaseHTTPRequestHandler):
                 return
             left -= len(chunk)
             self._bytes_in += len(chunk)
+            self._pace(len(chunk))
             yield chunk
+
+    def _pace(self, nbytes: int) -> None:
+        """At the server's link rate (bytes/s, both ways; None: as fast as it goes)."""
+        rate = self.hub.link_rate
+        if rate:
+            time.sleep(nbytes / rate)
 
     def _drain(self, partial: bool = False) -> None:
         left = self._length()
@@ -425,7 +433,12 @@ class Handler(BaseHTTPRequestHandler):
                 if first:
                     first[len(first) // 2] ^= 0xFF
                 self.wfile.write(bytes(first))
-            shutil.copyfileobj(fh, self.wfile, CHUNK)
+            if not self.hub.link_rate:
+                shutil.copyfileobj(fh, self.wfile, CHUNK)
+                return
+            while chunk := fh.read(CHUNK):
+                self.wfile.write(chunk)
+                self._pace(len(chunk))
 
 
 def _type_of(prefix: str | None) -> str:

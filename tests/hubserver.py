@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import secrets
+import shutil
 import socket
 import threading
 from http.server import ThreadingHTTPServer
@@ -40,6 +41,9 @@ class HubServer:
         self._faults: dict[str, list[Fault]] = {}
         # LFS downloads serve one byte flipped while the metadata stays right (a rotten store).
         self.corrupt = False
+        # Bytes per second for LFS bodies each way, as a rented machine's link has them
+        # (bench/bench_budget_share.py); None: the loopback's own speed.
+        self.link_rate: float | None = None
         # What /api/whoami-v2 says of the token; None: no such route (a mirror without it),
         # as most tests want. A test sets a user, a read-only role, other orgs.
         self.whoami: dict[str, object] | None = None
@@ -173,6 +177,21 @@ class HubServer:
             else:
                 entry = Entry(path, len(data), blob_id(data), data=data)
             return self._commit(repo, {path: entry}, set(), message)
+
+    def put_path(self, repo_id: str, path: str, source: Path, repo_type: str = "dataset") -> str:
+        """Seed a repo with a large file from disk as an LFS object, never read whole."""
+        digest = hashlib.sha256()
+        with source.open("rb") as fh:
+            while block := fh.read(1 << 20):
+                digest.update(block)
+        sha = digest.hexdigest()
+        shutil.copyfile(source, self.lfs_path(sha))
+        with self._lock:
+            repo = self.repos.get((repo_type, repo_id))
+            if repo is None:
+                repo = self.repos[(repo_type, repo_id)] = Repo(repo_id, repo_type, private=True)
+            entry = lfs_entry(path, sha, source.stat().st_size)
+            return self._commit(repo, {path: entry}, set(), "seed")
 
     def _commit(self, repo: Repo, adds: dict[str, Entry], deletes: set[str], message: str) -> str:
         files = {p: e for p, e in repo.head.items() if p not in deletes}

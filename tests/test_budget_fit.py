@@ -97,7 +97,7 @@ def test_the_fit_plans_the_epochs_that_end_before_the_reserve() -> None:
         train=dataclasses.replace(spec.train, args=MappingProxyType({"eval_interval": 10})),
         budget=BudgetSpec(wall_clock=3600.0, reserve=600.0),
     )
-    # 3600 - 600 reserve - 30 s start = 2970 s; 60 s epochs planned 2 % longer, every tenth
+    # 3600 - 600 reserve - 30 s start = 2970 s; 60 s epochs planned 1 % longer, every tenth
     # validating (1.1 x): 48 of them.
     assert epochs_in(spec, 60.0, 3600.0) == 48
     assert plan(spec, 60.0, 3600.0) == Fit(epochs=48, of=100, epoch_s=60.0)

@@ -87,7 +87,7 @@ def test_the_profile_says_how_many_epochs_fit_and_warns_when_not_all(tmp_path: P
         "budget: {wall_clock: 1h, reserve: 10m}\n"
     )
     spec = load_spec(spec_path)
-    # 50 minutes left after the reserve and the trainer's start, 60 s epochs planned 2 %
+    # 50 minutes left after the reserve and the trainer's start, 60 s epochs planned 1 %
     # longer, every tenth one validating (a tenth longer): 48 of them.
     assert epochs_that_fit(spec, 60.0) == 48
     assert epochs_that_fit(spec, 1.0) == 100  # never more than asked for
