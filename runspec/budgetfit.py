@@ -23,7 +23,6 @@ from runspec.budget import (
     FINISH_SECONDS,
     MARGIN_S,
     MIN_RESERVE_S,
-    VALIDATION_FACTOR,
     eval_interval_of,
     validates,
 )
