@@ -10,8 +10,9 @@ import threading
 import time
 from pathlib import Path
 
-from runspec import control
+from runspec import control, firststep
 from runspec.accept import accept
+from runspec.budgetfit import Fit
 from runspec.clock import SYSTEM, parse_utc_iso, utc_iso
 from runspec.control import EpochMarker
 from runspec.loader import load_spec_text
@@ -98,6 +99,29 @@ def test_status_says_where_the_budget_stops_a_run(tmp_path: Path) -> None:
     # With room for every epoch it says nothing of the kind.
     control.write_deadline(control_dir, ended + 100 * 90, guesses)
     assert "the budget stops" not in runspec_cli("status", "--state", str(state)).stdout
+
+
+def test_status_says_the_fitted_schedule_and_the_time_to_the_first_step(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    _training(state, "fitted")
+    store = RecordStore(state)
+    record = store.load("fitted")
+    assert record is not None and record.queued_at is not None
+    record.fit = Fit(epochs=38, of=100, epoch_s=540.0).to_json()
+    record.total_epochs = 38
+    store.save(record)
+    out = runspec_cli("status", "--state", str(state))
+    assert "fitted: first training step" not in out.stdout  # none yet: nothing said
+    assert "fitted: your 100 epochs do not fit: training 38, the schedule fitted to them" in (
+        out.stdout
+    )
+    # The trainer notes LibreYOLO's start, 4 minutes after the spec arrived.
+    firststep.note(state / "jobs" / "fitted" / "control", parse_utc_iso(record.queued_at) + 240)
+    out = runspec_cli("status", "--state", str(state))
+    assert "fitted: first training step 4m00s after the spec arrived" in out.stdout, out.stdout
+    rows = json.loads(runspec_cli("status", "--json", "--state", str(state)).stdout)
+    assert rows[0]["first_step_seconds"] == 240.0
+    assert rows[0]["schedule"].startswith("your 100 epochs do not fit: training 38")
 
 
 def test_status_watch_redraws_as_the_run_moves_and_ends_on_ctrl_c(tmp_path: Path) -> None:
