@@ -23,6 +23,7 @@ from runspec.budget import (
     FINISH_SECONDS,
     MARGIN_S,
     MIN_RESERVE_S,
+    VALIDATION_FACTOR,
     eval_interval_of,
     validates,
 )
@@ -84,11 +85,21 @@ def end_reserve(spec: Spec) -> float:
 
 
 def seconds_for(epochs: int, epoch_s: float, eval_interval: int, margin: float) -> float:
-    """How long `epochs` epochs take, with the margin, validating ones FIT_VALIDATION_FACTOR
-    times a plain one."""
+    """How long `epochs` epochs take as the budget's stop judges them, with the margin.
+
+    Validating epochs are FIT_VALIDATION_FACTOR times a plain one, except the last when no
+    epoch before it validated: the trainer's stop rule then predicts it from plain epochs
+    alone (runspec.budget: VALIDATION_FACTOR times the longest), and the fit must leave that
+    room, or the budget cuts the schedule's very last epoch.
+    """
     total = 0.0
+    seen_validating = False
     for epoch in range(1, epochs + 1):
-        factor = FIT_VALIDATION_FACTOR if validates(epoch, epochs, eval_interval) else 1.0
+        factor = 1.0
+        if validates(epoch, epochs, eval_interval):
+            last_unseen = epoch == epochs and not seen_validating
+            factor = VALIDATION_FACTOR if last_unseen else FIT_VALIDATION_FACTOR
+            seen_validating = True
         total += epoch_s * factor
     return total * (1.0 + margin)
 

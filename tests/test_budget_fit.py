@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from runspec import control
-from runspec.budgetfit import Fit, epochs_in, plan, planned_epochs
+from runspec.budget import VALIDATION_FACTOR, last_epoch_in_budget
+from runspec.budgetfit import TRAINER_START_S, Fit, epochs_in, plan, planned_epochs
 from runspec.control import TrainerOutcome, TrainJob
 from runspec.launcher import TrainerHandle, start
 from runspec.model import BudgetFit, BudgetSpec
@@ -171,3 +172,24 @@ def test_a_run_whose_budget_cannot_hold_its_epochs_trains_the_fitted_schedule_to
     assert f"| schedule | {said} (budget.fit) |" in card
     assert f"schedule: {said}" in out
     assert "first training step " in out and " after arrival" in out
+
+
+def test_the_fitted_last_epoch_is_one_the_budgets_stop_lets_run() -> None:
+    # A short budget: the fitted run's last epoch is its first validating one, which the
+    # trainer's stop rule predicts at 1.5 x the plain epochs it has seen (runspec.budget).
+    spec = tiny_spec("short", epochs=100)
+    spec = dataclasses.replace(
+        spec,
+        train=dataclasses.replace(spec.train, args=MappingProxyType({"eval_interval": 10})),
+        budget=BudgetSpec(wall_clock=3600.0, reserve=60.0),
+    )
+    fit = plan(spec, 540.0, 3600.0)
+    assert fit is not None and fit.epochs < 10
+    usable = 3600.0 - TRAINER_START_S - 60.0
+
+    def predict(validating: bool) -> float:
+        return 540.0 * (VALIDATION_FACTOR if validating else 1.0)
+
+    # Epochs as long as the profile said, judged by the stop's own rule, reach the fit's last.
+    reached = last_epoch_in_budget(usable, 0.0, 0, fit.epochs, 10, predict)
+    assert reached == fit.epochs
