@@ -181,11 +181,11 @@ def test_the_fitted_last_epoch_is_one_the_budgets_stop_lets_run() -> None:
     spec = dataclasses.replace(
         spec,
         train=dataclasses.replace(spec.train, args=MappingProxyType({"eval_interval": 10})),
-        budget=BudgetSpec(wall_clock=3600.0, reserve=60.0),
+        budget=BudgetSpec(wall_clock=3600.0, reserve=170.0),
     )
     fit = plan(spec, 540.0, 3600.0)
     assert fit is not None and fit.epochs < 10
-    usable = 3600.0 - TRAINER_START_S - 60.0
+    usable = 3600.0 - TRAINER_START_S - 170.0
 
     def predict(validating: bool) -> float:
         return 540.0 * (VALIDATION_FACTOR if validating else 1.0)
