@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
+_TRANSPORT = {"TransportError", "ConnectionError", "Timeout"}
 
 
 def endpoint() -> str:
@@ -29,13 +30,14 @@ def _cause(exc: BaseException) -> str:
 
 
 def unreachable(exc: BaseException) -> str | None:
-    """"cannot reach the Hub at ENDPOINT: CAUSE" when `exc` (or what it chains) is a transport
+    """ "cannot reach the Hub at ENDPOINT: CAUSE" when `exc` (or what it chains) is a transport
     failure; None for an answer the Hub gave (a 404, a 401)."""
-    import httpx
-
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, (httpx.TransportError, ConnectionError, TimeoutError)):
+        # By name: huggingface_hub's HTTP client (httpx, httpx2, requests) changes between
+        # releases, and each names its transport failures so.
+        names = {cls.__name__ for cls in type(seen).__mro__}
+        if names & _TRANSPORT or isinstance(seen, (ConnectionError, TimeoutError)):
             return f"cannot reach the Hub at {endpoint()}: {_cause(seen)}"
         seen = seen.__cause__ or seen.__context__
     return None

@@ -68,8 +68,9 @@ def test_a_dataset_path_that_is_not_here_fails(tmp_path: Path) -> None:
     code, checks = _preflight(tmp_path, f"dataset: {{path: {tmp_path / 'nope' / 'data.yaml'}}}\n")
     assert code == 1
     assert checks["dataset"]["status"] == "fail", checks
-    assert f"dataset.path {tmp_path / 'nope' / 'data.yaml'} does not exist" in (
-        checks["dataset"]["message"]
+    assert (
+        f"dataset.path {tmp_path / 'nope' / 'data.yaml'} does not exist"
+        in (checks["dataset"]["message"])
     )
 
 
@@ -116,8 +117,10 @@ def test_an_unreachable_hub_says_so_and_not_that_runspec_crashed(
 
 def _held_by(hub_server: HubServer, repo: str, run: str) -> None:
     manifest = {"run": run, "epoch": 3, "time": "", "final": True, "files": []}
-    hub_server.put_file(repo, "runspec/manifest.json", json.dumps(manifest).encode())
-    hub_server.put_file(repo, "weights/best.pt", b"run-a's weights")
+    hub_server.put_file(
+        repo, "runspec/manifest.json", json.dumps(manifest).encode(), repo_type="model"
+    )
+    hub_server.put_file(repo, "weights/best.pt", b"run-a's weights", repo_type="model")
 
 
 def test_a_repo_holding_another_run_is_refused_unless_reuse_is_said(
@@ -142,8 +145,8 @@ def test_a_repo_holding_another_run_is_refused_unless_reuse_is_said(
 def test_the_record_names_the_run_when_no_manifest_does(
     tmp_path: Path, hub_server: HubServer
 ) -> None:
-    hub_server.put_file("org/rec", "runspec/record.json", b'{"name": "old-run"}')
-    code, checks = _preflight(
+    hub_server.put_file("org/rec", "runspec/record.json", b'{"name": "old-run"}', "model")
+    _, checks = _preflight(
         tmp_path, "dataset: {synthetic: {}}\npush: {hub: {repo: org/rec}}\n", name="new-run"
     )
     assert checks["push"]["status"] == "fail" and "'old-run'" in checks["push"]["message"]

@@ -55,7 +55,9 @@ def dataset_missing(hub: HubDataset, exc: BaseException) -> CheckResult | None:
         )
     cannot = hubreach.unreachable(exc)
     if cannot is not None:
-        return failed("dataset", f"{cannot} (asking for {hub.repo}/{hub.file})", hubreach.UNREACHABLE_FIX)
+        return failed(
+            "dataset", f"{cannot} (asking for {hub.repo}/{hub.file})", hubreach.UNREACHABLE_FIX
+        )
     return None
 
 

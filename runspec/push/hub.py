@@ -28,7 +28,7 @@ from runspec.paths import RunPaths
 from runspec.preflight.report import CheckResult, failed, passed
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
 from runspec.push.manifest import ManifestEntry
-from runspec.push.owner_check import MAX_BYTES, REUSE_FIX, refusal
+from runspec.push.owner_check import MAX_BYTES, REUSE_FIX, held_elsewhere
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -122,7 +122,9 @@ class HubTarget(PushTarget):
         except (HfHubHTTPError, OSError) as exc:
             return failed("push", f"cannot ask the Hub about {repo}: {one_line(exc)}", "")
         if exists and not spec.push.hub.reuse:
-            taken = refusal(f"model repo {repo}", spec.name, lambda path: _small_file(repo, path))
+            taken = held_elsewhere(
+                f"model repo {repo}", spec.name, lambda path: _small_file(repo, path)
+            )
             if taken is not None:
                 return failed("push", taken, REUSE_FIX)
         user = f"{who['name']}'s token" if who and who.get("name") else "the token"

@@ -36,7 +36,7 @@ def holder(read: Reader) -> str | None:
     return None
 
 
-def refusal(where: str, name: str, read: Reader) -> str | None:
+def held_elsewhere(where: str, name: str, read: Reader) -> str | None:
     """Why `name` may not push to `where`; None when the target holds no other run."""
     other = holder(read)
     if other is None or other == name:
