@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 TRAIN = "train: {model: yolo9-t, epochs: 3, device: cpu, args: {pretrained: false}}\n"
 
 
-def _preflight(tmp_path: Path, body: str, name: str = "trust") -> tuple[int, dict[str, dict]]:
+def _preflight_checks(tmp_path: Path, body: str, name: str) -> tuple[int, list[dict[str, str]]]:
     spec = tmp_path / f"{name}.yaml"
     spec.write_text(
         f"runspec: 1\nname: {name}\nbudget: {{wall_clock: 10m}}\n{TRAIN}{body}", encoding="utf-8"
@@ -29,8 +29,12 @@ def _preflight(tmp_path: Path, body: str, name: str = "trust") -> tuple[int, dic
         capture_output=True, text=True, timeout=300, check=False, cwd=REPO,
     )  # fmt: skip
     assert proc.stdout, proc.stderr
-    checks = json.loads(proc.stdout)["checks"]
-    return proc.returncode, {c["name"]: c for c in checks}
+    return proc.returncode, json.loads(proc.stdout)["checks"]
+
+
+def _preflight(tmp_path: Path, body: str, name: str = "trust") -> tuple[int, dict[str, dict]]:
+    code, checks = _preflight_checks(tmp_path, body, name)
+    return code, {c["name"]: c for c in checks}
 
 
 def _free_port() -> int:
@@ -150,3 +154,24 @@ def test_the_record_names_the_run_when_no_manifest_does(
         tmp_path, "dataset: {synthetic: {}}\npush: {hub: {repo: org/rec}}\n", name="new-run"
     )
     assert checks["push"]["status"] == "fail" and "'old-run'" in checks["push"]["message"]
+
+
+def test_notify_urls_are_checked_showing_scheme_and_host_never_a_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RUNSPEC_TEST_UNSET_HOOK", raising=False)
+    monkeypatch.setenv("RUNSPEC_TEST_TOPIC", "s3cr3t-topic-9f2")
+    code, checks = _preflight_checks(
+        tmp_path,
+        "dataset: {synthetic: {}}\nnotify:\n  - ntfy://ntfy.sh/${RUNSPEC_TEST_TOPIC}\n"
+        "  - ${RUNSPEC_TEST_UNSET_HOOK}\n  - nosuchscheme://example.org/x\n",
+        "notify",
+    )
+    assert code == 1
+    assert "s3cr3t-topic-9f2" not in json.dumps(checks)
+    notify = [c for c in checks if c["name"] == "notify"]
+    assert [c["status"] for c in notify] == ["pass", "fail", "fail"], notify
+    assert notify[0]["message"] == "notify URL 1: ntfy://ntfy.sh"
+    assert "${RUNSPEC_TEST_UNSET_HOOK} is not set" in notify[1]["message"]
+    assert "/etc/runspec/env" in notify[1]["fix"]
+    assert "(nosuchscheme:): apprise cannot read it" in notify[2]["message"]

@@ -3,26 +3,33 @@ whole `runspec run`s of a tiny real training against the local Hub server."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.fixtures_run import SpecWriter, finish_run, record_of, start_run
 from tests.hubserver import HubServer
 
 
+def _run(write_spec: SpecWriter, hub_env: dict[str, str], name: str, epochs: int) -> str:
+    """A whole run of `name` pushing to the Hub repo me/NAME; its output."""
+    spec = write_spec(
+        name, epochs=epochs, push={"hub": {"repo": f"me/{name}"}, "every": "1h"},
+        finish={"action": "none"},
+    )  # fmt: skip
+    code, out = finish_run(start_run(spec, spec.parent / "state", hub_env), timeout=400)
+    assert code == 0, out[-4000:]
+    return out
+
+
 @pytest.mark.training
 def test_a_card_the_hub_refuses_leaves_the_final_weights_pushed_and_verified(
-    hub_server: HubServer, hub_env: dict[str, str], write_spec: SpecWriter
+    hub_server: HubServer, hub_env: dict[str, str], write_spec: SpecWriter, tmp_path: Path
 ) -> None:
     # The Hub's metadata check answers 400 for every card it is shown.
     hub_server.card_errors = ['"license" must be one of the licenses the Hub knows']
-    spec = write_spec(
-        "cardrun", epochs=2, push={"hub": {"repo": "me/cardrun"}, "every": "1h"},
-        finish={"action": "none"},
-    )  # fmt: skip
-    state = spec.parent / "state"
-    code, out = finish_run(start_run(spec, state, hub_env), timeout=400)
-    assert code == 0, out[-4000:]
-    record = record_of(state, "cardrun")
+    out = _run(write_spec, hub_env, "cardrun", 2)
+    record = record_of(tmp_path / "state", "cardrun")
     assert record["termination"] == "completed", out[-4000:]
     assert record["last_push"]["final"] is True, out[-4000:]
     files = hub_server.files("me/cardrun")
@@ -37,13 +44,7 @@ def test_a_card_the_hub_refuses_leaves_the_final_weights_pushed_and_verified(
 def test_a_card_goes_out_after_the_verified_weights(
     hub_server: HubServer, hub_env: dict[str, str], write_spec: SpecWriter
 ) -> None:
-    spec = write_spec(
-        "cardok", epochs=1, push={"hub": {"repo": "me/cardok"}, "every": "1h"},
-        finish={"action": "none"},
-    )  # fmt: skip
-    state = spec.parent / "state"
-    code, out = finish_run(start_run(spec, state, hub_env), timeout=400)
-    assert code == 0, out[-4000:]
+    out = _run(write_spec, hub_env, "cardok", 1)
     commits = hub_server.repo("me/cardok").commits
     # Each commit holds the repo's files after it: the first with a card is the last of all,
     # right after the first with the final record.

@@ -3,26 +3,16 @@ A real daemon training a real run, a second spec queued, and the real `runspec r
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.fixtures_daemon import REPO, DaemonProc, drop, wait_until
-from tests.test_daemon_runs import TRAIN_BOUND, tiny
+from tests.test_daemon_runs import TRAIN_BOUND, _record, tiny
 
 pytestmark = pytest.mark.training
-
-
-def _record(state: Path, name: str) -> dict[str, Any]:
-    try:
-        data: dict[str, Any] = json.loads((state / "jobs" / name / "record.json").read_text())
-    except (FileNotFoundError, ValueError):
-        return {}
-    return data
 
 
 def _run(spec: Path, state: Path) -> subprocess.CompletedProcess[str]:
