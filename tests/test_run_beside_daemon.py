@@ -49,3 +49,16 @@ def test_runspec_run_refuses_to_train_beside_the_daemon(make_daemon, tmp_path: P
     assert _record(daemon.state, "queued").get("status") == "queued"
     assert not (daemon.state / "jobs" / "fresh").exists()
     assert not (daemon.state / "runs" / "queued").exists()
+    # Leave nothing running: the daemon's trainer stops at its next epoch.
+    for name in ("first", "queued"):
+        subprocess.run(
+            [sys.executable, "-m", "runspec", "cancel", name, "--state", str(daemon.state)],
+            capture_output=True, timeout=60, check=False, cwd=REPO,
+        )  # fmt: skip
+    wait_until(
+        lambda: all(
+            _record(daemon.state, n).get("status") == "finished" for n in ("first", "queued")
+        ),
+        timeout=TRAIN_BOUND,
+        what="both runs cancelled",
+    )
