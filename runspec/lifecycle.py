@@ -361,7 +361,7 @@ class Lifecycle:
                 self.say(error(lost))
             else:
                 self._stop_pusher()  # the card's commit is the last; none may race it
-                push_card(pusher.target, self.paths, self.say)
+                push_card(pusher.target, self.paths, self.say, self.deadline() - self.clock.time())
         term = self.record.termination or Termination.COMPLETED
         if term in NO_FINISH or not self.options.finish:
             nxt = f"no finish action ({term.value}): the machine is kept"
