@@ -34,7 +34,7 @@ from runspec.atomic import write_json_atomic
 from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
 from runspec.errors import RunspecError
 from runspec.host import FinishHost
-from runspec.model import Spec
+from runspec.model import FinishAction, Spec
 from runspec.paths import ENV_FILE, RunPaths, StateLayout
 from runspec.state import DamagedRecord, RecordStore, RunRecord, RunStatus
 
@@ -151,8 +151,7 @@ def arm(
         except (OSError, subprocess.TimeoutExpired) as exc:
             ok, err = False, str(exc)
         detail = (
-            f"timer {unit}.timer applies finish.unverified ({spec.finish.unverified.value}) "
-            f"at {utc_iso(at)} unless the run has ended"
+            f"timer {unit}.timer {failsafe_does(spec)} at {utc_iso(at)} unless the run has ended"
             if ok
             else f"arming {unit} failed: {err[:300]}"
         )
@@ -163,6 +162,17 @@ def arm(
     except OSError as exc:
         log.warning("%s: cannot record the failsafe state: %s", spec.name, exc)
     return state
+
+
+def failsafe_does(spec: Spec) -> str:
+    """What firing will really do (runspec.finish.decide on what the disk holds then)."""
+    finish = spec.finish
+    if finish.action is FinishAction.NONE:
+        return "applies nothing to the machine (finish.action is none)"
+    return (
+        f"applies finish.action ({finish.action.value}) if every weight is verified, else "
+        f"finish.unverified ({finish.unverified.value})"
+    )
 
 
 def watch_command(
@@ -188,8 +198,8 @@ def _arm_watcher(spec: Spec, paths: RunPaths, at: float, dry_run: bool) -> Fails
             "dies the machine keeps billing",
         )
     detail = (
-        f"no systemd here: a detached watcher applies finish.unverified "
-        f"({spec.finish.unverified.value}) at {utc_iso(at)} unless the run has ended"
+        f"no systemd here: a detached watcher {failsafe_does(spec)} at {utc_iso(at)} unless "
+        "the run has ended"
     )
     return FailsafeState(True, "watcher", utc_iso(at), argv, detail)
 

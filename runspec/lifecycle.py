@@ -337,6 +337,7 @@ class Lifecycle:
         Supervisor(parts).run()
 
     def _final_push(self) -> None:
+        from runspec.push.cardpush import made_weights, push_card
         from runspec.push.pusher import push_until_verified
 
         self._note_cost()  # so the pushed record carries what the run cost so far
@@ -344,7 +345,10 @@ class Lifecycle:
         if handle is None or not handle.alive():
             # No writer is left: every whole checkpoint on the disk is complete, pushed too.
             vouch_after_exit(self.paths.run_dir, self.paths.control_dir, self.clock.time())
-        pusher = self.pusher()
+        # No weights, nothing to push: no new repo, no card for weights that do not exist.
+        pusher = self.pusher() if made_weights(self.paths) else None
+        if pusher is None and self.spec.push is not None:
+            self.say(warning("no weights were made: nothing pushed, no repo or folder made"))
         pushed = None
         if pusher is not None:
             from runspec.push.report import prepare
@@ -364,6 +368,9 @@ class Lifecycle:
             if pushed is None:
                 lost = "final push NOT verified: the weights may exist only on this machine"
                 self.say(error(lost))
+            else:
+                self._stop_pusher()  # the card's commit is the last; none may race it
+                push_card(pusher.target, self.paths, self.say, self.deadline() - self.clock.time())
         term = self.record.termination or Termination.COMPLETED
         if term in NO_FINISH or not self.options.finish:
             nxt = f"no finish action ({term.value}): the machine is kept"

@@ -121,7 +121,9 @@ def _build_push(p: dict[str, Any] | None, finish: FinishSpec) -> PushSpec | None
     # A machine that will be destroyed gets its weights read back first, whatever was asked.
     ends = finish.action in (FinishAction.DESTROY, FinishAction.AUTO)
     return PushSpec(
-        hub=HubTarget(hub["repo"], hub.get("private", True)) if hub else None,
+        hub=HubTarget(hub["repo"], hub.get("private", True), hub.get("reuse", False))
+        if hub
+        else None,
         dir=_path(p.get("dir")),
         every=parse_duration(p.get("every", "15m")),
         files=tuple(p["files"]) if "files" in p else DEFAULT_PUSH_FILES,

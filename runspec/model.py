@@ -74,6 +74,7 @@ class OutputSpec:
 class HubTarget:
     repo: str
     private: bool = True
+    reuse: bool = False  # may push to a repo that holds another run's files
 
 
 DEFAULT_PUSH_FILES: tuple[str, ...] = (

@@ -238,6 +238,7 @@ class Handler(BaseHTTPRequestHandler):
                 errors.append({"message": "the metadata is not a mapping"})
             elif isinstance(meta, dict) and not isinstance(meta.get("tags", []), list):
                 errors.append({"message": '"tags" must be an array'})
+        errors += [{"message": m} for m in self.hub.card_errors]
         self._json(400 if errors else 200, {"errors": errors, "warnings": []})
 
     def _create_repo(self) -> None:

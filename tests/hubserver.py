@@ -47,6 +47,9 @@ class HubServer:
         # What /api/whoami-v2 says of the token; None: no such route (a mirror without it),
         # as most tests want. A test sets a user, a read-only role, other orgs.
         self.whoami: dict[str, object] | None = None
+        # What the metadata check (POST /api/validate-yaml) says of every card it is shown,
+        # beyond its own checks: the real Hub's checks are more than this server's.
+        self.card_errors: list[str] = []
         self._lies: set[str] = set()
         self._lie_all = False
         self._down = False

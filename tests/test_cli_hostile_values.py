@@ -61,7 +61,7 @@ def _spec(tmp_path: Path, text: str, name: str = "spec.yaml") -> Path:
 def test_validate_refuses_a_bare_number_with_the_fix(tmp_path: Path) -> None:
     spec = _spec(tmp_path, HOSTILE.replace("wall_clock: 10m", "wall_clock: 6"))
     out = _runspec("validate", str(spec))
-    assert out.returncode == 2
+    assert out.returncode == 1
     assert (
         out.stdout.decode() == f"{spec}:16:15: /budget/wall_clock: 6 has no unit: write 6h or 6s\n"
     )
@@ -95,7 +95,7 @@ def test_run_refuses_a_run_folder_inside_the_state_folders_own(tmp_path: Path) -
 def test_validate_shows_control_characters_escaped(tmp_path: Path) -> None:
     spec = _spec(tmp_path, HOSTILE + '"\\e[31mred\\u202Eevil": 1\n', name="bad.yaml")
     out = _runspec("validate", str(spec))
-    assert out.returncode == 2
+    assert out.returncode == 1
     _no_raw_controls(out)
     assert b"/\\x1b[31mred\\u202eevil: unknown key '\\x1b[31mred\\u202eevil'" in out.stdout
     as_json = _runspec("validate", "--json", str(spec))

@@ -511,7 +511,11 @@ def test_failsafe_without_systemd_is_a_detached_watcher_stopped_at_the_end(
         spec, paths, record, clock=clock, runner=runner, root=tmp_path, progress=out
     )
     assert state.armed and runner.calls == []  # no systemd-run: a watcher process instead
-    assert "no systemd here: a detached watcher applies finish.unverified (stop)" in out.text
+    # finish: none: the failsafe ends nothing, and says so (not "finish.unverified (stop)").
+    assert (
+        "no systemd here: a detached watcher applies nothing to the machine (finish.action is "
+        "none)" in out.text
+    )
     assert f"--at={1_800_000_000 + 600 + 300 + 120}" in state.command
     wait_for(paths.failsafe_watch.exists)
     pid = json.loads(paths.failsafe_watch.read_text())["pid"]

@@ -61,18 +61,44 @@ def test_submit_refuses_a_finished_name_and_rm_frees_it(tmp_path: Path) -> None:
     removed = runspec("rm", "done", "--state", str(state))
     assert removed.returncode == 0, removed.stderr
     assert not (state / "jobs" / "done").exists()
-    assert (state / "runs" / "done" / "weights.pt").exists()  # the weights stay unless asked
-    assert "kept its run folder" in removed.stdout
+    # The weights stay unless asked, out of the name's way: the name is free at once.
+    [aside] = (state / "runs").glob("done.removed-*")
+    assert (aside / "weights.pt").read_bytes() == b"the old run's weights"
+    assert f"kept its run folder as {aside}; the name done is free" in removed.stdout
 
     again = runspec("submit", str(spec), "--state", str(state))
-    assert again.returncode == 1 and "already holds another run's files" in again.stderr
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert (inbox / "done.yaml").exists()
+    (inbox / "done.yaml").unlink()
     assert runspec("rm", "done", "--state", str(state)).returncode == 2  # gone already
     (state / "jobs" / "done").mkdir()
     (state / "jobs" / "done" / "record.json").write_text("{}")  # damaged: rm is the fix
+    (state / "runs" / "done").mkdir()
+    (state / "runs" / "done" / "last.pt").write_bytes(b"weights")
     assert runspec("rm", "done", "--state", str(state), "--run-folder").returncode == 0
     assert not (state / "runs" / "done").exists()
+    assert aside.exists()  # a folder set aside earlier is no longer the run's: it stays
     assert runspec("submit", str(spec), "--state", str(state)).returncode == 0
     assert (inbox / "done.yaml").exists()
+
+
+def test_rm_clears_a_rejected_inbox_entry_by_its_file_name(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    rejected = state / "inbox" / "rejected"
+    rejected.mkdir(parents=True)
+    (rejected / "typo.yaml").write_text("runspec: 1\nnmae: x\n")
+    (rejected / "typo.yaml.error").write_text("typo.yaml:2:1: unknown key 'nmae'\n")
+    (rejected / "other.yaml").write_text("kept")
+    out = runspec("rm", "typo.yaml", "--state", str(state))
+    assert out.returncode == 0, out.stderr
+    assert "removed the rejected inbox entry typo.yaml" in out.stdout
+    assert sorted(p.name for p in rejected.iterdir()) == ["other.yaml"]
+    missing = runspec("rm", "typo.yaml", "--state", str(state))
+    assert missing.returncode == 2
+    assert "nor a rejected inbox entry of that name" in missing.stderr
+    # Only ever a file in rejected/ itself.
+    outside = runspec("rm", "../rejected/other.yaml", "--state", str(state))
+    assert outside.returncode == 2 and (rejected / "other.yaml").exists()
 
 
 def test_rm_refuses_a_run_that_has_not_finished(tmp_path: Path) -> None:

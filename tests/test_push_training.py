@@ -61,7 +61,10 @@ def test_runspec_run_pushes_its_real_checkpoints(
     record = json.loads((state / "jobs" / "pushrun" / "record.json").read_text())
     assert record["termination"] == "completed"
     assert record["last_push"]["final"] is True
-    assert record["last_push"]["commit"] == hub_server.repo("me/pushrun").sha
+    # The final push's commit, then the card's own commit on top of it.
+    commits = hub_server.repo("me/pushrun").commits
+    assert record["last_push"]["commit"] == commits[-2][0]
+    assert commits[-1][2] == "runspec: model card" and "README.md" in commits[-1][1]
     remote = hub_server.files("me/pushrun")
     for rel in ("weights/last.pt", "weights/best.pt", "weights/epoch_2.pt", "weights/epoch_4.pt"):
         assert rel in remote, rel

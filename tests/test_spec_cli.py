@@ -37,9 +37,9 @@ def test_valid_examples_exit_zero_and_print_nothing_on_stdout() -> None:
     assert "4 specs valid" in result.stderr
 
 
-def test_an_invalid_spec_exits_two_with_one_line_per_problem() -> None:
+def test_an_invalid_spec_exits_one_with_one_line_per_problem() -> None:
     result = _run("validate", "tests/specs/invalid/many_problems.yaml")
-    assert result.returncode == 2
+    assert result.returncode == 1
     expected = (INVALID / "many_problems.expected").read_text(encoding="utf-8")
     assert result.stdout == expected.replace(
         "many_problems.yaml", "tests/specs/invalid/many_problems.yaml"
@@ -51,7 +51,7 @@ def test_json_output_is_only_the_list(
     flag: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(INVALID)
-    assert main(["validate", *flag, "train_batch_not_divisible.yaml", "args_unknown.yaml"]) == 2
+    assert main(["validate", *flag, "train_batch_not_divisible.yaml", "args_unknown.yaml"]) == 1
     out = json.loads(capsys.readouterr().out)
     assert out == [
         {
@@ -91,11 +91,20 @@ def test_folders_are_searched_recursively_for_yaml_and_yml(
     bad = spec_file(spec_minimal_text.replace("epochs: 3", "epochs: -1"), "runs/b/c/bad.yaml")
     spec_file("not: [a spec", "runs/.hidden/ignored.yaml")
     spec_file("not: [a spec", "runs/notes.txt")
+    # YAML that is no spec is skipped when walking a folder, and counted.
+    spec_file("path: .\ntrain: images/train\nnames: [a]\n", "runs/b/data.yaml")
+    spec_file("on: push\njobs: {}\n", "runs/workflows/ci.yml")
     root = good.parent.parent
-    assert main(["validate", "--json", str(root)]) == 2
+    assert main(["validate", "--json", str(root)]) == 1
     problems = json.loads(capsys.readouterr().out)
     assert [(p["file"], p["pointer"]) for p in problems] == [(str(bad), "/train/epochs")]
+    assert main(["validate", str(root)]) == 1
+    err = capsys.readouterr().err
+    assert "1 problem in 1 of 2 specs" in err
+    assert "skipped 2 YAML files with no `runspec:` key" in err
     assert main(["validate", str(root / "a")]) == 0
+    # Named on the command line, a file is checked whatever it holds.
+    assert main(["validate", str(root / "b" / "data.yaml")]) == 1
 
 
 def test_a_missing_path_is_a_usage_error_and_the_rest_is_still_checked(
@@ -170,4 +179,4 @@ def test_the_pre_commit_hook_validates_the_specs_it_selects() -> None:
     assert program == "runspec"
     files = sorted(str(p) for p in (REPO / "specs").glob("*.yaml"))
     assert main([*args, *files]) == 0
-    assert main([*args, str(INVALID / "name_pattern.yaml")]) == 2
+    assert main([*args, str(INVALID / "name_pattern.yaml")]) == 1

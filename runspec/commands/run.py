@@ -25,6 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> Outcome:
     from runspec.accept import accept
+    from runspec.beside import refuse_beside_daemon
     from runspec.lifecycle import Lifecycle, LifecycleOptions
     from runspec.loader import load_spec
     from runspec.owner import RunLock
@@ -37,6 +38,7 @@ def run(args: argparse.Namespace) -> Outcome:
 
     state = state_dir(args)
     spec = load_spec(args.spec, state)
+    refuse_beside_daemon(spec, state, args.spec)
     paths = RunPaths.for_spec(spec, state)
     # One owner per run: refused at once, naming the other driver, before anything is written.
     lock = RunLock(paths)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,20 +37,42 @@ def spec_files(path: Path) -> Iterator[Path]:
             yield found
 
 
+# A spec's top-level `runspec:` key; a folder also holds YAML that is no spec (a GitHub
+# workflow, a LibreYOLO data.yaml), and reporting those as broken specs buries the real ones.
+_RUNSPEC_KEY = re.compile(rb"^runspec[ \t]*:", re.MULTILINE)
+
+
+def _not_a_spec(path: Path) -> bool:
+    """A regular file found in a folder with no top-level `runspec:` key (a file that cannot
+    be read is checked, so that it is reported)."""
+    try:
+        if not path.is_file() or path.is_symlink():
+            return False
+        with path.open("rb") as fh:
+            head = fh.read(1 << 20)
+    except OSError:
+        return False
+    return _RUNSPEC_KEY.search(head) is None
+
+
 def run(args: argparse.Namespace) -> Outcome:
     from runspec.loader import check_spec_file  # here: other commands need not load it
 
     problems: list[Problem] = []
     unreadable: list[tuple[Problem, str]] = []  # files that could not be read, and the line
-    checked = invalid = 0
+    checked = invalid = skipped = 0
     for root in args.paths:
         if not root.exists() and not root.is_symlink():
             why = "no such file or folder"
             unreadable.append((Problem(str(root), 1, 1, "", why), f"{root}: {why}"))
             continue
         files = list(spec_files(root))
+        if root.is_dir():
+            specs = [f for f in files if not _not_a_spec(f)]
+            skipped += len(files) - len(specs)
+            files = specs
         if not files:
-            why = "no *.yaml or *.yml files"
+            why = "no runspec specs (no *.yaml or *.yml with a `runspec:` key)"
             unreadable.append((Problem(str(root), 1, 1, "", why), f"{root}: {why}"))
         for path in files:
             try:
@@ -74,6 +97,10 @@ def run(args: argparse.Namespace) -> Outcome:
             print(f"{len(problems)} {many} in {invalid} of {checked} {noun}", file=sys.stderr)
         elif checked:
             print(f"{checked} {noun} valid", file=sys.stderr)
-    if invalid:
-        return Outcome.INVALID
-    return Outcome.USAGE if unreadable else Outcome.OK
+        if skipped:
+            other = "file" if skipped == 1 else "files"
+            print(f"skipped {skipped} YAML {other} with no `runspec:` key", file=sys.stderr)
+    # As every validator: 1 when the answer is "invalid", 2 when the job could not be done.
+    if unreadable:
+        return Outcome.USAGE
+    return Outcome.FAILED if invalid else Outcome.OK

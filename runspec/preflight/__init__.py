@@ -126,7 +126,8 @@ def run_preflight(
     checks = report.checks
     if phase in ("machine", "all"):
         from runspec.preflight.ending import finish_checks
+        from runspec.preflight.notifycheck import notify_checks
 
-        # Here, not in the child: provider keys are read by the parent alone.
-        checks = [*checks, *finish_checks(spec.finish)]
+        # Here, not in the child: provider keys and notify URLs' ${NAME}s are the parent's.
+        checks = [*checks, *finish_checks(spec.finish), *notify_checks(spec.notify, os.environ)]
     return PreflightReport(phase=report.phase, checks=checks, seconds=time.monotonic() - started)

@@ -43,7 +43,7 @@ def _guarded(name: str, check: Callable[[], list[CheckResult]]) -> list[CheckRes
 def machine_checks(
     spec: Spec, paths: RunPaths, timeout: float, collective_one_gpu: bool = False
 ) -> list[CheckResult]:
-    from runspec.preflight import checks, disk, sandbox
+    from runspec.preflight import checks, datafound, disk, sandbox
     from runspec.staging import hf_home_for
 
     results = _guarded("versions", checks.version_checks)
@@ -52,6 +52,7 @@ def machine_checks(
     results += _guarded("gpu", lambda: _gpu_checks(spec, timeout, collective_one_gpu))
     # Before the disk and push checks, which write too: a sandbox's refusal names its fix.
     results += _guarded("writable", lambda: [sandbox.writable_check(spec, paths)])
+    results += _guarded("dataset", lambda: datafound.staged_checks(spec, paths))
     data_bytes, note = checks.dataset_bytes(spec, paths.data_root)
     if note is not None:
         results.append(note)
@@ -97,7 +98,13 @@ def dataset_checks(spec: Spec, paths: RunPaths) -> list[CheckResult]:
     data_yaml = expected_data_yaml(spec, paths)
     imgsz = spec.train.imgsz if isinstance(spec.train.imgsz, int) else max(spec.train.imgsz)
     results: list[CheckResult] = []
-    if spec.preflight.doctor:
+    from runspec.preflight.datafound import data_yaml_root_check
+
+    root = data_yaml_root_check(data_yaml)
+    if root is not None:
+        # The doctor would only say the splits do not exist; this says why.
+        results.append(root)
+    elif spec.preflight.doctor:
         results += _guarded("doctor", lambda: [checks.doctor_check(data_yaml, imgsz)])
     if spec.preflight.profile:
         from runspec.preflight.profile import profile_check

@@ -12,6 +12,7 @@ from pathlib import Path
 from runspec import models, safetar
 from runspec.model import Spec
 from runspec.paths import RunPaths
+from runspec.preflight.datafound import dataset_missing
 from runspec.preflight.report import CheckResult, failed, passed, warned
 from runspec.units import format_bytes
 
@@ -99,7 +100,10 @@ def dataset_bytes(spec: Spec, data_root: Path) -> tuple[int, CheckResult | None]
     )
     try:
         meta = get_hf_file_metadata(url, token=_hub_token(), timeout=HUB_TIMEOUT_S)
-    except Exception as exc:  # any failure only makes the estimate unknown; staging reports it
+    except Exception as exc:  # what the Hub can say for sure fails; the rest leaves a guess
+        missing = dataset_missing(hub, exc)
+        if missing is not None:
+            return 0, missing
         return 0, warned(
             "dataset size",
             f"could not ask the Hub the size of {hub.repo}/{hub.file}: {type(exc).__name__}",

@@ -77,7 +77,7 @@ def finish_checks(
                     NAME,
                     f"finish.action {action.value} cannot be done here: {exc}",
                     "name the provider in finish.provider and give the daemon its API key in "
-                    "/etc/runspec/env (see the README's providers), or choose another finish",
+                    "/etc/runspec/env (see the README's Providers), or choose another finish",
                 )
             )
     elif action is FinishAction.POWEROFF and (why := _poweroff(host)) is not None:

@@ -150,11 +150,11 @@ class Stager:
             "runspec/provenance.json": paths.provenance_file,
         }
         if final:
-            # A failed run's story must be readable after the machine is gone; the card sits
-            # at the root, where the Hub shows it, with the pictures it points at.
+            # A failed run's story must be readable after the machine is gone. The card goes
+            # out after these are verified (runspec.push.cardpush): a card the Hub refuses
+            # must not hold back the weights; the pictures it points at go now.
             extras["runspec/record.json"] = paths.record_file
             extras["runspec/runspec.log"] = paths.runspec_log
-            extras[CARD] = paths.model_card
             extras[CURVES] = paths.curves_png
             extras.update({rel: paths.run_dir / rel for rel in libreyolo_plots(paths.run_dir)})
         for rel, source in extras.items():

@@ -22,11 +22,13 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from runspec.hubreach import UNREACHABLE_FIX, unreachable
 from runspec.model import Spec
 from runspec.paths import RunPaths
 from runspec.preflight.report import CheckResult, failed, passed
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
 from runspec.push.manifest import ManifestEntry
+from runspec.push.owner_check import MAX_BYTES, REUSE_FIX, held_elsewhere
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -107,8 +109,11 @@ class HubTarget(PushTarget):
                     "give the daemon a valid write token (HF_TOKEN) in /etc/runspec/env",
                 )
             who = None  # a Hub without whoami (a mirror): the first push tells
-        except OSError as exc:
-            return failed("push", f"cannot reach the Hub: {exc}", "check the network")
+        except Exception as exc:  # the network's fault is said so; anything else crashes on
+            cannot = unreachable(exc)
+            if cannot is None:
+                raise
+            return failed("push", f"{cannot} (pushing to {repo})", UNREACHABLE_FIX)
         refusal = _may_not_write(who, repo)
         if refusal is not None:
             return failed("push", refusal, "give the daemon a write token for that namespace")
@@ -116,6 +121,12 @@ class HubTarget(PushTarget):
             exists = api.repo_exists(repo, repo_type="model")
         except (HfHubHTTPError, OSError) as exc:
             return failed("push", f"cannot ask the Hub about {repo}: {one_line(exc)}", "")
+        if exists and not spec.push.hub.reuse:
+            taken = held_elsewhere(
+                f"model repo {repo}", spec.name, lambda path: _small_file(repo, path)
+            )
+            if taken is not None:
+                return failed("push", taken, REUSE_FIX)
         user = f"{who['name']}'s token" if who and who.get("name") else "the token"
         state = "exists" if exists else "will be created (private) at the first push"
         return passed("push", f"{user} may write to model repo {repo}, which {state}")
@@ -204,6 +215,29 @@ class HubTarget(PushTarget):
                     f"{entry.sha256[:12]} it recorded"
                 )
         return problems
+
+
+def _small_file(repo: str, path: str) -> bytes | None:
+    """A small file of the repo's main branch, read with a cap; None when it is not there
+    (or cannot be read: the owner check then has nothing to go on, and says nothing)."""
+    from huggingface_hub import hf_hub_url
+    from huggingface_hub.utils import build_hf_headers, get_session
+
+    url = hf_hub_url(repo, path, endpoint=_endpoint())
+    data = bytearray()
+    try:
+        with get_session().stream(
+            "GET", url, headers=build_hf_headers(), follow_redirects=True, timeout=READ_TIMEOUT_S
+        ) as resp:
+            if resp.status_code != 200:
+                return None
+            for chunk in resp.iter_bytes():
+                data += chunk
+                if len(data) > MAX_BYTES:
+                    return None
+    except Exception:  # unreadable is "no run's files seen", as the docstring says
+        return None
+    return bytes(data)
 
 
 def _may_not_write(who: dict[str, Any] | None, repo: str) -> str | None:

@@ -1,0 +1,68 @@
+"""The model card goes out after the final weights are verified, in a commit of its own.
+
+A card rode in the final weights' commit once, so a card the Hub refused (its metadata check
+answers 400 for front matter it does not accept) failed the whole final push and left the
+weights on the machine's disk alone. Now a refused card is said, with the Hub's reason, and the
+verified weights stand. A run that made no weights pushes nothing at all: no new repo, no card
+offering weights that do not exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from runspec.paths import RunPaths
+from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
+from runspec.push.collect import CARD
+from runspec.push.manifest import ManifestEntry, digest_file
+from runspec.voice import warning
+
+
+def made_weights(paths: RunPaths) -> bool:
+    """Whether training left any weights file in the run folder."""
+    return any(p.is_file() for p in (paths.run_dir / "weights").glob("*.pt"))
+
+
+# A card is a few kilobytes: one commit and one read of its record. With less time than this
+# before the deadline, the finish (and the machine's end) must not wait for it.
+CARD_TIME_S = 5.0
+
+
+def push_card(
+    target: PushTarget, paths: RunPaths, say: Callable[[str], None], time_left: float
+) -> bool:
+    """Push and verify the card; a failure is said and returned, never raised."""
+    if time_left < CARD_TIME_S:
+        say(
+            warning(
+                f"no model card: {max(time_left, 0):.0f} s left before the deadline, and the "
+                "finish goes first; the weights are pushed and verified without it"
+            )
+        )
+        return False
+    card = paths.model_card
+    try:
+        digest = digest_file(card)
+    except OSError as exc:
+        say(warning(f"no model card to push: {one_line(exc)}"))
+        return False
+    entry = ManifestEntry(
+        path=CARD, size=digest.size, sha256=digest.sha256, epoch=None, time="",
+        blob_id=digest.blob_id,
+    )  # fmt: skip
+    staged = StagedFile(entry, card)
+    try:
+        commit = target.push([staged], "runspec: model card")
+        problems = target.verify(commit, [entry], [staged])
+    except PushFailed as exc:
+        problems = [str(exc)]
+    if problems:
+        say(
+            warning(
+                f"the model card was NOT pushed ({problems[0]}); the weights are pushed and "
+                "verified without it"
+            )
+        )
+        return False
+    say(f"model card pushed to {target.description}")
+    return True
