@@ -31,7 +31,7 @@ from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.errors import RunspecError
 from runspec.finish import FinishContext, FinishResult, apply_finish, decide, ends_machine
 from runspec.host import FinishHost
-from runspec.loader import load_spec
+from runspec.loader import load_accepted
 from runspec.locks import FileLock
 from runspec.model import FinishAction, FinishSpec, Spec
 from runspec.owner import RunOwner, daemon_holder
@@ -117,8 +117,8 @@ class Endgame:
     def alerts(self, run: str) -> Alerts:
         """Where word of this run's (or the machine's) end goes: its spec's URLs, else ours."""
         try:
-            own = load_spec(self.layout.run_paths(run).spec_file).notify
-        except (RunspecError, OSError):
+            own = load_accepted(self.layout.run_paths(run).spec_file).notify
+        except RunspecError:
             own = None  # the idle finish's "run", or a spec gone unreadable
         return Alerts.choose(own, self.notify, self.say)
 

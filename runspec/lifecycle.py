@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING
 
 from runspec import failsafe
 from runspec.alerts import Alerts
+from runspec.budget import deadline_of
 from runspec.checkpoints import vouch_after_exit
-from runspec.clock import SYSTEM, Clock, human_duration, parse_utc_iso, utc_iso
+from runspec.clock import SYSTEM, Clock, human_duration, utc_iso
 from runspec.cost import run_cost
 from runspec.endgame import Endgame
 from runspec.errors import RunspecError
@@ -239,10 +240,6 @@ class Lifecycle:
         self._rearm_failsafe()
         self._move(RunStatus.PREFLIGHT, f"started; deadline {self.record.deadline}")
 
-    def deadline(self) -> float:
-        assert self.record.deadline is not None
-        return parse_utc_iso(self.record.deadline)
-
     def _preflight(self) -> None:
         if self.options.skip_preflight:
             self._move(RunStatus.STAGING, "preflight skipped")
@@ -251,7 +248,11 @@ class Lifecycle:
 
         self.say("preflight: checking this machine")
         report = run_preflight(
-            self.spec, self.paths, "machine", timeout=self.options.preflight_timeout
+            self.spec,
+            self.paths,
+            "machine",
+            timeout=self.options.preflight_timeout,
+            accepted=True,
         )
         for line in report.said():
             self.say(line)
@@ -274,7 +275,11 @@ class Lifecycle:
             from runspec.preflight import run_preflight
 
             report = run_preflight(
-                self.spec, self.paths, "dataset", timeout=self.options.preflight_timeout
+                self.spec,
+                self.paths,
+                "dataset",
+                timeout=self.options.preflight_timeout,
+                accepted=True,
             )
             for line in report.said():
                 self.say(line)
@@ -341,7 +346,7 @@ class Lifecycle:
             from runspec.push.report import prepare
 
             prepare(self.spec, self.paths, self.record, self.say)  # the curves and the card
-            remaining = self.deadline() + self.spec.budget.overrun - self.clock.time()
+            remaining = deadline_of(self.record) + self.spec.budget.overrun - self.clock.time()
             # Past deadline + overrun already: one short, bounded try.
             timeout = max(remaining, 15.0)
             self.say(f"final push (at most {human_duration(timeout)} to verify it)")

@@ -112,6 +112,8 @@ class RunRecord:
     # Set while a write failed for want of space: {"path", "needed", "since"}; None otherwise.
     disk_full: dict[str, Any] | None = None
     history: list[dict[str, str]] = field(default_factory=list)
+    # The spec rules (runspec.rules.RULES_VERSION) it was accepted under; None: before 1.
+    spec_rules: int | None = None
     schema: int = RECORD_SCHEMA
 
     def to_json(self) -> dict[str, Any]:

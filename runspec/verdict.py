@@ -147,9 +147,9 @@ class MachineVerdict:
 
 
 def _load_spec(paths: RunPaths) -> Spec:
-    from runspec.loader import load_spec
+    from runspec.loader import load_accepted
 
-    return load_spec(paths.spec_file)
+    return load_accepted(paths.spec_file)
 
 
 def machine_verdict(

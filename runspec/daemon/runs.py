@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from runspec.backoff import pause_after
 from runspec.clock import Clock, human_duration
 from runspec.daemon import jobs
 from runspec.daemon import queue as runqueue
@@ -22,7 +23,7 @@ from runspec.daemon.worker import Worker
 from runspec.endgame import MACHINE, Endgame
 from runspec.errors import RunspecError
 from runspec.lifecycle import Lifecycle, LifecycleOptions
-from runspec.loader import load_spec
+from runspec.loader import load_accepted
 from runspec.model import FinishAction
 from runspec.owner import RunLock
 from runspec.paths import StateLayout
@@ -129,7 +130,7 @@ class RunKeeper:
 
     def _lifecycle(self, record: RunRecord, lock: RunLock) -> Lifecycle:
         paths = self.layout.run_paths(record.name)
-        spec = load_spec(paths.spec_file)
+        spec = load_accepted(paths.spec_file)
         options = LifecycleOptions(
             finish=True,
             finish_dry_run=self.cfg.finish_dry_run,
@@ -151,7 +152,7 @@ class RunKeeper:
         """What a run came to, in the lines `runspec run` ends with too."""
         paths = self.layout.run_paths(record.name)
         try:
-            spec = load_spec(paths.spec_file)
+            spec = load_accepted(paths.spec_file)
         except RunspecError as exc:
             self.progress(f"{record.name}: {record.status.value}; its spec is unreadable: {exc}")
             return
@@ -162,7 +163,7 @@ class RunKeeper:
     def _broke(self, name: str, why: str) -> None:
         retry = self.retry.setdefault(name, Retry())
         retry.attempts += 1
-        pause = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (retry.attempts - 1))
+        pause = pause_after(retry.attempts, RETRY_FIRST_S, RETRY_MAX_S)
         retry.at = self.clock.monotonic() + pause
         if self.once and retry.attempts >= ONCE_ATTEMPTS:
             self.progress(error(f"{name}: {why}; left after {retry.attempts} tries"))

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runspec.backoff import pause_after
 from runspec.checkpoints import CheckpointFile
 from runspec.clock import SYSTEM, Clock, human_duration, utc_iso
 from runspec.meter import Meter
@@ -231,7 +232,7 @@ class Pusher:
 
     def _failed(self, message: str) -> None:
         self._failures += 1
-        delay = min(self.retry_max, self.retry_base * 2 ** (self._failures - 1))
+        delay = pause_after(self._failures, self.retry_base, self.retry_max)
         with self._cond:
             self._retry_at = self.clock.monotonic() + delay
         log.debug("%s: %s (retry in %.0f s)", self.spec.name, message, delay)
@@ -383,14 +384,15 @@ def push_until_verified(
     """Push, and push again after a failure (a dropped connection, a 500 the client gave up
     on), with a growing pause, until one is verified, `timeout` passed or `give_up` is set."""
     end = clock.monotonic() + timeout
-    pause = 1.0
+    failures = 0
     while True:
         left = end - clock.monotonic()
         pushed = pusher.push_now(final=final, timeout=max(left, 1.0))
         if pushed is not None:
             return pushed
+        failures += 1
+        pause = pause_after(failures, 1.0, 30.0)
         left = end - clock.monotonic()
         if left <= pause or (give_up is not None and give_up.is_set()):
             return None
         clock.sleep(pause)
-        pause = min(pause * 2, 30.0)

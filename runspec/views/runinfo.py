@@ -29,11 +29,11 @@ def run_dir_of(state: Path, name: str, record: RunRecord | None = None) -> Path:
 
 
 def _spec(paths: RunPaths) -> Spec | None:
-    from runspec.loader import load_spec
+    from runspec.loader import load_accepted
 
     try:
-        return load_spec(paths.spec_file)
-    except (RunspecError, OSError):
+        return load_accepted(paths.spec_file)
+    except RunspecError:
         return None
 
 
