@@ -6,7 +6,6 @@
                              `runs:` says otherwise)
 <state>/data/                staged datasets (unless dataset.extract_to or `data:`)
 <state>/cache/weights/       the trainer's working directory: pretrained downloads persist
-<state>/scheduler.sqlite     the daemon's APScheduler job store
 <state>/runspecd.lock        held by the one daemon of this state folder
 <state>/machine.json         the machine's end: a pending finish and how far it got
 <state>/machine.lock         held while the machine's end is decided or applied
@@ -86,10 +85,6 @@ class StateLayout:
     @property
     def data(self) -> Path:
         return self.state / "data"
-
-    @property
-    def scheduler_db(self) -> Path:
-        return self.state / "scheduler.sqlite"
 
     @property
     def daemon_lock(self) -> Path:

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from runspec.backoff import pause_after
-from runspec.clock import Clock, human_duration
-from runspec.daemon import jobs
+from runspec.clock import Clock, human_duration, parse_utc_iso
 from runspec.daemon import queue as runqueue
 from runspec.daemon.config import DaemonConfig
+from runspec.daemon.jobs import IDLE_FINISH_ID, Timers
 from runspec.daemon.worker import Worker
 from runspec.endgame import MACHINE, Endgame
 from runspec.errors import RunspecError
@@ -64,7 +64,8 @@ class RunKeeper:
         self.elsewhere: dict[str, str] = {}  # runs driven by another process, and by whom
         self.ended: list[RunRecord] = []
         self.set_aside: set[str] = set()
-        self.scheduler: object | None = None
+        self.timers: Timers | None = None  # the daemon's; None: no idle finish (tests)
+        self.inbox_pending: Callable[[], bool] = lambda: False
         self._endgame_thread: threading.Thread | None = None
 
     # -- the queue ----------------------------------------------------------------------
@@ -114,11 +115,8 @@ class RunKeeper:
                 lock.release()
                 self._broke(record.name, f"cannot start: {exc}")
                 continue
-            if self.scheduler is not None:
-                try:
-                    jobs.disarm_idle_finish(self.scheduler)
-                except Exception as exc:  # a full disk under its SQLite store
-                    log.error("cannot disarm the idle finish: %s", exc)
+            if self.timers is not None:
+                self.timers.cancel(IDLE_FINISH_ID)
             verb = "starting" if record.status is RunStatus.QUEUED else "resuming"
             was = "" if record.status is RunStatus.QUEUED else f" ({record.status.value})"
             self.progress(f"{record.name}: {verb}{was}")
@@ -264,27 +262,34 @@ class RunKeeper:
     def ending(self) -> bool:
         return self._endgame_thread is not None and self._endgame_thread.is_alive()
 
-    def arm_idle_finish(self) -> None:
-        if self.cfg.idle_finish is None or self.scheduler is None or self.once:
+    def arm_idle_finish(self, since: float | None = None) -> None:
+        """The idle finish, `idle_finish` after `since` (a run's end; default now)."""
+        if self.cfg.idle_finish is None or self.timers is None or self.once:
             return
         if self.cfg.finish.action is FinishAction.NONE:
             return
-        at = self.clock.time() + self.cfg.idle_finish
-        try:
-            jobs.arm_idle_finish(self.scheduler, at)
-        except Exception as exc:  # its store is SQLite: a full disk must not stop the daemon
-            self.progress(
-                error(f"the idle finish could not be armed ({exc}); nothing ends the machine")
-            )
-            return
+        since = self.clock.time() if since is None else since
+        at = since + self.cfg.idle_finish
+        self.timers.at(IDLE_FINISH_ID, at, self.idle_finish)
+        left = max(at - self.clock.time(), 0.0)
         self.progress(
-            f"machine: idle finish armed: {self.cfg.finish.action.value} in "
-            f"{human_duration(self.cfg.idle_finish)}"
+            f"machine: idle finish armed: {self.cfg.finish.action.value} in {human_duration(left)}"
         )
 
-    def idle_finish(self, pending_inbox: bool) -> None:
+    def rearm_idle_finish(self) -> None:
+        """At start: the idle finish from the records, as it stood when the daemon stopped
+        (the last run's end plus `idle_finish`), when every run has ended and none was
+        driven since. The scheduler keeps nothing across a restart; the records do."""
+        records = self.store.all()
+        if not records or any(r.status is not RunStatus.FINISHED for r in records):
+            return
+        ends = [parse_utc_iso(r.ended_at) for r in records if r.ended_at]
+        if ends and (self.endgame().load() is None):
+            self.arm_idle_finish(since=max(ends))
+
+    def idle_finish(self) -> None:
         """The idle finish fell due: arm it for the whole machine and enter the endgame."""
-        if self.worker is not None or pending_inbox or runqueue.queued(self.store):
+        if self.worker is not None or self.inbox_pending() or runqueue.queued(self.store):
             return  # something arrived meanwhile; the next run's end re-arms it
         idle = human_duration(self.cfg.idle_finish or 0)
         self.progress(

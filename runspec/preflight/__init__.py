@@ -22,14 +22,15 @@ import time
 from pathlib import Path
 from typing import Literal
 
+from runspec.checkresult import failed
 from runspec.errors import RunspecError
 from runspec.model import Spec
 from runspec.paths import RunPaths
-from runspec.preflight.report import CheckResult, CheckStatus, PreflightReport, failed
+from runspec.preflight.report import PreflightReport
 from runspec.redact import scrub
 from runspec.secretenv import child_environ, preflight_needs_hub_token
 
-__all__ = ["CheckResult", "CheckStatus", "PreflightReport", "child_env", "run_preflight"]
+__all__ = ["PreflightReport", "child_env", "run_preflight"]
 
 log = logging.getLogger("runspec.preflight")
 Phase = Literal["machine", "dataset", "all"]

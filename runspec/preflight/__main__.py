@@ -15,10 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from runspec.checkresult import CheckResult, failed
 from runspec.errors import RunspecError
 from runspec.model import Spec
 from runspec.paths import RunPaths, StateLayout
-from runspec.preflight.report import CheckResult, PreflightReport, failed
+from runspec.preflight.report import PreflightReport
 
 DEFAULT_TIMEOUT_S = 120.0
 # NCCL's rendezvous on one machine takes seconds; a minute and more is a hang.

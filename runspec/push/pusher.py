@@ -34,6 +34,7 @@ from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line, scru
 from runspec.push.collect import Stager, is_immutable
 from runspec.push.manifest import MANIFEST, Manifest, ManifestEntry
 from runspec.push.sending import send
+from runspec.push.targets import kind_of
 from runspec.state import PushRecord
 from runspec.units import format_bytes
 from runspec.voice import warning
@@ -46,7 +47,7 @@ RATE_MIN_BYTES = 1 << 20  # smaller pushes say little about the link's speed
 
 def make_target(spec: Spec, paths: RunPaths) -> PushTarget:
     assert spec.push is not None
-    return PushTarget.kind_of(spec.push).from_spec(spec, paths)
+    return kind_of(spec.push).from_spec(spec, paths)
 
 
 @dataclass
