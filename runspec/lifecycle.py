@@ -104,7 +104,7 @@ class Lifecycle:
 
     def _note_cost(self) -> None:
         cost = run_cost(self.record, self.spec.budget.hourly_cost, self.clock.time())
-        self.owner.update(cost=cost.to_json())
+        self.owner.costed(cost.to_json())
 
     # The phases.
     def run(self) -> RunRecord:
@@ -269,7 +269,7 @@ class Lifecycle:
         except RunspecError as exc:
             self._fail(Termination.FAILED_STAGING, str(exc))
             return
-        self.owner.update(data_yaml=str(data_yaml))
+        self.owner.staged(data_yaml)
         checks_data = self.spec.preflight.doctor or self.spec.preflight.profile
         if checks_data and not self.options.skip_preflight:
             from runspec.preflight import run_preflight

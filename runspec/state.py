@@ -100,7 +100,8 @@ class RunRecord:
     started_at: str | None = None  # the budget's clock starts here (UTC)
     deadline: str | None = None  # started_at + wall_clock (UTC); survives restarts
     ended_at: str | None = None
-    run_dir: str | None = None
+    # run_dir is no field: paths.json says where the run folder is (an older record's copy
+    # is ignored as it is read).
     data_yaml: str | None = None  # the staged dataset, so a re-attached run can resume
     epoch: int = 0
     total_epochs: int = 0

@@ -123,7 +123,6 @@ class Supervisor:
         )
         self._write_deadline()
         handle = start(job, self.paths, clock=self.clock)
-        self.owner.update(run_dir=str(self.paths.run_dir))
         what = f"resuming from {resume_from.name}" if resume_from else "training"
         unit = f", unit {handle.unit}" if handle.unit else ""
         train = f"{self.spec.train.model}, {self.spec.train.epochs} epochs"
@@ -146,7 +145,7 @@ class Supervisor:
             self.last_epoch, self.last_marker_time = marker.epoch, marker.time
             # Epochs may have ended while nobody watched (a daemon restart): count them.
             if marker.total_epochs:
-                self.owner.update(epoch=marker.epoch, total_epochs=marker.total_epochs)
+                self.owner.epoch_ended(marker.epoch, marker.total_epochs)
 
     def _watch(self, handle: TrainerHandle) -> bool:
         """Watch until the trainer exits (False) or we are told to detach (True)."""
@@ -211,7 +210,7 @@ class Supervisor:
         self.last_progress = self.clock.monotonic()
         self.longest_epoch = max(self.longest_epoch, marker.epoch_seconds)
         self.planner.record_epoch(marker.epoch, marker.epoch_seconds, marker.validated)
-        self.owner.update(epoch=marker.epoch, total_epochs=marker.total_epochs)
+        self.owner.epoch_ended(marker.epoch, marker.total_epochs)
         pending = pusher.pending_bytes() if pusher is not None else 0
         rate = pusher.upload_rate() if pusher is not None else None
         self._write_deadline()
@@ -307,7 +306,7 @@ class Supervisor:
             assert step.termination is not None
             self._end(step.termination, step.reason)
             return None
-        self.owner.update(restarts_used=self.record.restarts_used + 1)
+        self.owner.restarted()
         checkpoint = newest_intact_checkpoint(self.paths.run_dir)
         self.lc.say(
             warning(

@@ -17,10 +17,6 @@ def request_cancel(paths: RunPaths, clock: Clock, by: str = "runspec cancel") ->
     )
 
 
-def cancel_requested(paths: RunPaths) -> bool:
-    return paths.cancel_file.exists()
-
-
 def clear_cancel(paths: RunPaths) -> None:
     paths.cancel_file.unlink(missing_ok=True)
 

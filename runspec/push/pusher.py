@@ -20,7 +20,6 @@ import logging
 import threading
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from runspec.backoff import pause_after
@@ -35,6 +34,7 @@ from runspec.push.collect import Stager, is_immutable
 from runspec.push.manifest import MANIFEST, Manifest, ManifestEntry
 from runspec.push.sending import send
 from runspec.push.targets import kind_of
+from runspec.requests import PushNow
 from runspec.state import PushRecord
 from runspec.units import format_bytes
 from runspec.voice import warning
@@ -48,13 +48,6 @@ RATE_MIN_BYTES = 1 << 20  # smaller pushes say little about the link's speed
 def make_target(spec: Spec, paths: RunPaths) -> PushTarget:
     assert spec.push is not None
     return kind_of(spec.push).from_spec(spec, paths)
-
-
-@dataclass
-class _NowRequest:
-    final: bool
-    done: threading.Event = field(default_factory=threading.Event)
-    result: PushRecord | None = None
 
 
 class Pusher:
@@ -90,7 +83,7 @@ class Pusher:
         self._cond = threading.Condition()
         self._want_checkpoint = False
         self._want_scheduled = False
-        self._now: list[_NowRequest] = []
+        self._now: list[PushNow] = []
         self._stopping = False
         self._last_commit: float | None = None  # monotonic
         self._last_verified: float | None = None  # monotonic
@@ -116,15 +109,10 @@ class Pusher:
             self._want_checkpoint = True
             self._cond.notify_all()
 
-    def request_scheduled(self) -> None:
-        with self._cond:
-            self._want_scheduled = True
-            self._cond.notify_all()
-
     def push_now(self, final: bool, timeout: float) -> PushRecord | None:
         """Push at once (no minimum interval) and wait at most `timeout` seconds; the
         verified push, or None. A final push includes the run's logs and state."""
-        request = _NowRequest(final)
+        request = PushNow(final=final)
         with self._cond:
             if self._thread is None or not self._thread.is_alive():
                 return None
@@ -156,7 +144,7 @@ class Pusher:
         manifest = self.verified
         return manifest.by_path() if manifest is not None else {}
 
-    def _next_kind(self) -> str | _NowRequest | None:
+    def _next_kind(self) -> str | PushNow | None:
         """What the worker should do now (called with the lock held). A trigger that is due
         goes before a push_now asked after it, so push_now also waits for it."""
         if not self._stopping and (kind := self._due_trigger()) is not None:
@@ -192,7 +180,7 @@ class Pusher:
             if job == "stop":
                 return
             try:
-                if isinstance(job, _NowRequest):
+                if isinstance(job, PushNow):
                     self._serve(job)
                 else:
                     self._attempt(False, always=False, checkpoint_only=job == "checkpoint")
@@ -200,13 +188,13 @@ class Pusher:
                 # Even recording a failure can fail (a full disk): log it, keep the worker.
                 log.exception("%s: push worker error", self.spec.name)
             finally:
-                if isinstance(job, _NowRequest):
+                if isinstance(job, PushNow):
                     job.done.set()
 
-    def _serve(self, request: _NowRequest) -> None:
+    def _serve(self, request: PushNow) -> None:
         """A final push always commits (it carries the run's record and log); an immediate
         one with nothing new to send is answered by the last verified push."""
-        request.result = self._attempt(request.final, always=request.final, answer_unchanged=True)
+        request.answer(self._attempt(request.final, always=request.final, answer_unchanged=True))
 
     def _attempt(
         self,
