@@ -109,6 +109,14 @@ class StateLayout:
     def job_dir(self, name: str) -> Path:
         return self.jobs / name
 
+    # A job folder's fixed files, named without reading anything (paths.json is only needed
+    # for the movable folders): the loop looks at these for every run.
+    def spec_file(self, name: str) -> Path:
+        return self.job_dir(name) / "spec.yaml"
+
+    def cancel_file(self, name: str) -> Path:
+        return self.job_dir(name) / "cancel.json"
+
     def names(self) -> list[str]:
         """Every run with a job folder, by name."""
         try:
@@ -207,7 +215,7 @@ class RunPaths:
 
     @property
     def spec_file(self) -> Path:
-        return self.job_dir / "spec.yaml"
+        return self.layout.spec_file(self.name)
 
     @property
     def provenance_file(self) -> Path:
@@ -219,7 +227,7 @@ class RunPaths:
 
     @property
     def cancel_file(self) -> Path:
-        return self.job_dir / "cancel.json"
+        return self.layout.cancel_file(self.name)
 
     @property
     def train_job_file(self) -> Path:

@@ -200,8 +200,7 @@ class RunKeeper:
         """Cancel requests (a file in the run's job folder); True when one was seen."""
         seen = False
         for name in self.layout.names():
-            paths = self.layout.run_paths(name)
-            if not paths.cancel_file.exists():
+            if not self.layout.cancel_file(name).exists():  # no paths.json read per run
                 continue
             seen = True
             if self.worker is not None and self.worker.name == name:
