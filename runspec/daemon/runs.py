@@ -64,6 +64,11 @@ class RunKeeper:
         self.elsewhere: dict[str, str] = {}  # runs driven by another process, and by whom
         self.ended: list[RunRecord] = []
         self.set_aside: set[str] = set()
+        # Runs not finished at the last refresh: the only ones a cancel can still reach, so a
+        # step's cost does not grow with the finished runs of the state folder. None until
+        # the first refresh: then every run is looked at, so a cancel left while no daemon ran
+        # is seen before the queue starts anything.
+        self.unfinished: list[str] | None = None
         self.timers: Timers | None = None  # the daemon's; None: no idle finish (tests)
         self.inbox_pending: Callable[[], bool] = lambda: False
         self._endgame_thread: threading.Thread | None = None
@@ -83,6 +88,7 @@ class RunKeeper:
                     )
                 )
             self.set_aside.add(bad.name)
+        self.unfinished = [r.name for r in scan.records if r.status is not RunStatus.FINISHED]
         queued = runqueue.queued(self.store, scan.records)
         if self.worker is None:
             self._start_next(runqueue.in_flight(self.store, scan.records) + queued)
@@ -199,8 +205,8 @@ class RunKeeper:
     def handle_cancels(self) -> bool:
         """Cancel requests (a file in the run's job folder); True when one was seen."""
         seen = False
-        for name in self.layout.names():
-            if not self.layout.cancel_file(name).exists():  # no paths.json read per run
+        for name in self.layout.names() if self.unfinished is None else self.unfinished:
+            if not self.layout.cancel_file(name).exists():
                 continue
             seen = True
             if self.worker is not None and self.worker.name == name:
