@@ -30,6 +30,7 @@ from runspec.budget import validates
 from runspec.clock import parse_utc_iso
 from runspec.cost import run_cost
 from runspec.observer import read_epochs
+from runspec.paths import StateLayout
 from runspec.state import RunRecord
 
 # The supervisor's line when the planner asks the trainer to stop (runspec/supervise.py).
@@ -58,7 +59,7 @@ class RunFiles:
     def read(cls, state: Path, name: str) -> RunFiles:
         job = state / "jobs" / name
         record = RunRecord.from_json(json.loads((job / "record.json").read_text()))
-        run_dir = Path(record.run_dir) if record.run_dir else state / "runs" / name
+        run_dir = StateLayout(state).run_paths(name).run_dir
         try:
             config = yaml.safe_load((run_dir / "train_config.yaml").read_text())
         except (OSError, yaml.YAMLError):

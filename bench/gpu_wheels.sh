@@ -20,13 +20,13 @@ WHEELS=(
     # validation, mss for screen sources: small, declared, never worth a failed run).
     libreyolo==1.6.0 pycocotools==2.0.11 mss==10.2.0
     # runspec's dependencies. pyyaml, psutil and typing-extensions are on the machine too, but
-    # runspec's YAML 1.2 loader leans on PyYAML internals and referencing and SQLAlchemy want a
-    # recent typing-extensions: carry the tested versions (newer typing-extensions serves torch
-    # as well). SQLAlchemy 2.1 no longer needs greenlet (only its asyncio extra does).
+    # runspec's YAML 1.2 loader leans on PyYAML internals and referencing wants a recent
+    # typing-extensions: carry the tested versions (newer typing-extensions serves torch as
+    # well).
     pyyaml==6.0.4 psutil==7.2.2 typing-extensions==4.16.0
     jsonschema==4.26.0 referencing==0.37.0 rpds-py==2026.9.1 attrs==26.1.0
     jsonschema-specifications==2025.9.1
-    apscheduler==3.11.3 tzlocal==5.4.5 sqlalchemy==2.1.9 watchdog==7.1.0
+    apscheduler==3.11.3 tzlocal==5.4.5 watchdog==7.1.0
 )
 
 rm -rf .whl

@@ -20,6 +20,7 @@ from runspec.errors import RunspecError
 from runspec.model import Spec
 from runspec.owner import reserve_note
 from runspec.paths import RunPaths
+from runspec.rules import RULES_VERSION
 from runspec.state import DamagedRecord, RecordStore, RunRecord, RunStatus
 
 
@@ -102,6 +103,8 @@ def accept(
         },
         mode=0o644,
     )
-    record = RunRecord(name=spec.name, spec_sha256=spec.sha256, queued_at=received)
+    record = RunRecord(
+        name=spec.name, spec_sha256=spec.sha256, queued_at=received, spec_rules=RULES_VERSION
+    )
     store.save(record)
     return record

@@ -14,7 +14,6 @@ from the longest recent epoch of the same kind (validating epochs take longer), 
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -133,7 +132,6 @@ class Planner:
         # The deadline on the monotonic clock, anchored once.
         self._mono_deadline = clock.monotonic() + (deadline - clock.time())
         self._epochs: dict[int, tuple[float, bool]] = {}
-        self._uploads: deque[tuple[int, float]] = deque(maxlen=10)
         self._last_reserve: float | None = None
 
     @classmethod
@@ -151,10 +149,6 @@ class Planner:
         """An epoch's length; a resumed run repeating an epoch number replaces it."""
         self._epochs[epoch] = (max(0.0, seconds), validated)
 
-    def record_upload(self, nbytes: int, seconds: float) -> None:
-        if nbytes > 0 and seconds > 0:
-            self._uploads.append((nbytes, seconds))
-
     # Time.
     def remaining(self) -> float:
         """Seconds until the deadline (negative once past)."""
@@ -164,17 +158,13 @@ class Planner:
         return self.clock.time() + (mono - self.clock.monotonic())
 
     # The end's needs.
-    def measured_rate(self) -> float | None:
-        total_bytes = sum(b for b, _ in self._uploads)
-        total_s = sum(s for _, s in self._uploads)
-        return total_bytes / total_s if total_s > 0 else None
-
     def reserve(self, pending_bytes: int, upload_rate: float | None = None) -> float:
         """Seconds to keep free before the deadline for the final push and the finish."""
         if self.fixed_reserve is not None:
             reserve = self.fixed_reserve
         else:
-            rate = upload_rate or self.measured_rate() or self.default_rate
+            # The pusher measures the link (runspec.push.pusher.Pusher.upload_rate).
+            rate = upload_rate or self.default_rate
             rate = max(rate, MIN_UPLOAD_RATE)
             push = PUSH_OVERHEAD_S + PUSH_SAFETY * max(0, pending_bytes) / rate
             reserve = max(MIN_RESERVE_S, push + self.finish_seconds + self.margin)

@@ -193,10 +193,6 @@ def read_next_epoch(control_dir: Path, validating: bool) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def clear_deadline(control_dir: Path) -> None:
-    (control_dir / DEADLINE_FILE).unlink(missing_ok=True)
-
-
 # --- epoch marker ---------------------------------------------------------------------------
 
 
@@ -282,11 +278,6 @@ def read_stopping(control_dir: Path) -> tuple[str, str] | None:
     if not isinstance(data, dict):
         return None
     return str(data.get("reason") or "stopped"), str(data.get("detail") or "")
-
-
-def stopping_reason(control_dir: Path) -> str | None:
-    stopping = read_stopping(control_dir)
-    return None if stopping is None else stopping[0]
 
 
 # --- result ---------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.errors import RunspecError
 from runspec.finish import FinishContext, FinishResult, apply_finish, decide, ends_machine
 from runspec.host import FinishHost
-from runspec.loader import load_spec
+from runspec.loader import load_accepted
 from runspec.locks import FileLock
 from runspec.model import FinishAction, FinishSpec, Spec
 from runspec.owner import RunOwner, daemon_holder
@@ -117,8 +117,8 @@ class Endgame:
     def alerts(self, run: str) -> Alerts:
         """Where word of this run's (or the machine's) end goes: its spec's URLs, else ours."""
         try:
-            own = load_spec(self.layout.run_paths(run).spec_file).notify
-        except (RunspecError, OSError):
+            own = load_accepted(self.layout.run_paths(run).spec_file).notify
+        except RunspecError:
             own = None  # the idle finish's "run", or a spec gone unreadable
         return Alerts.choose(own, self.notify, self.say)
 
@@ -301,7 +301,7 @@ class Endgame:
 
             def begin(action: str) -> None:
                 # Recorded before a command runs: a restart never runs it a second time.
-                owner.update(finish={"step": "applying", "action": action})
+                owner.finish_noted({"step": "applying", "action": action})
 
             result = apply_finish(
                 finish,
@@ -314,7 +314,7 @@ class Endgame:
                 resume=resume,
                 on_begin=begin,
             )
-            owner.update(finish=result.to_json())
+            owner.finish_noted(result.to_json())
             owner.transition(RunStatus.FINISHED, f"finish: {result.summary}")
             self._unconfirmed(alerts, spec.name, result)
             self.enter()  # another run's end may have waited for this one
@@ -330,12 +330,12 @@ class Endgame:
         )
         outcome = self.enter(finishing=spec.name)
         if outcome.result is not None:
-            owner.update(finish=outcome.result.to_json())
+            owner.finish_noted(outcome.result.to_json())
             owner.transition(RunStatus.FINISHED, f"finish: {outcome.result.summary}")
         else:
             deferred = f"finish deferred to the machine's end: {outcome.why}"
             self.say(deferred)
-            owner.update(finish={"deferred": True, "why": outcome.why, "summary": deferred})
+            owner.finish_noted({"deferred": True, "why": outcome.why, "summary": deferred})
             owner.transition(RunStatus.FINISHED, deferred)
 
     # --- the failsafe ---------------------------------------------------------------------

@@ -252,7 +252,7 @@ def fire(
     """What the timer runs. 0 when nothing was needed or the finish did its part."""
     # Only firing reads a spec: arming stays importable with the lightest dependencies.
     from runspec.endgame import Endgame
-    from runspec.loader import load_spec
+    from runspec.loader import load_accepted
 
     layout = StateLayout(state_dir)
     paths = layout.run_paths(name)
@@ -271,7 +271,7 @@ def fire(
     if not go:
         return 0
     try:
-        spec = load_spec(paths.spec_file)
+        spec = load_accepted(paths.spec_file)
     except RunspecError as exc:
         progress(f"failsafe: {name}: cannot read the run's spec, nothing applied: {exc}")
         _note_fired(paths, clock, {"applied": False, "why": f"spec unreadable: {exc}"})

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING
 
 from runspec import budgetfit, failsafe
 from runspec.alerts import Alerts
+from runspec.budget import deadline_of
 from runspec.budgetfit import PROFILE_FIGURE
 from runspec.checkpoints import vouch_after_exit
-from runspec.clock import SYSTEM, Clock, human_duration, parse_utc_iso, utc_iso
+from runspec.clock import SYSTEM, Clock, human_duration, utc_iso
 from runspec.cost import run_cost
 from runspec.endgame import Endgame
 from runspec.errors import RunspecError
@@ -104,7 +105,7 @@ class Lifecycle:
 
     def _note_cost(self) -> None:
         cost = run_cost(self.record, self.spec.budget.hourly_cost, self.clock.time())
-        self.owner.update(cost=cost.to_json())
+        self.owner.costed(cost.to_json())
 
     # The phases.
     def run(self) -> RunRecord:
@@ -240,10 +241,6 @@ class Lifecycle:
         self._rearm_failsafe()
         self._move(RunStatus.PREFLIGHT, f"started; deadline {self.record.deadline}")
 
-    def deadline(self) -> float:
-        assert self.record.deadline is not None
-        return parse_utc_iso(self.record.deadline)
-
     def _preflight(self) -> None:
         if self.options.skip_preflight:
             self._move(RunStatus.STAGING, "preflight skipped")
@@ -252,7 +249,11 @@ class Lifecycle:
 
         self.say("preflight: checking this machine")
         report = run_preflight(
-            self.spec, self.paths, "machine", timeout=self.options.preflight_timeout
+            self.spec,
+            self.paths,
+            "machine",
+            timeout=self.options.preflight_timeout,
+            accepted=True,
         )
         for line in report.said():
             self.say(line)
@@ -269,13 +270,17 @@ class Lifecycle:
         except RunspecError as exc:
             self._fail(Termination.FAILED_STAGING, str(exc))
             return
-        self.owner.update(data_yaml=str(data_yaml))
+        self.owner.staged(data_yaml)
         checks_data = self.spec.preflight.doctor or self.spec.preflight.profile
         if checks_data and not self.options.skip_preflight:
             from runspec.preflight import run_preflight
 
             report = run_preflight(
-                self.spec, self.paths, "dataset", timeout=self.options.preflight_timeout
+                self.spec,
+                self.paths,
+                "dataset",
+                timeout=self.options.preflight_timeout,
+                accepted=True,
             )
             for line in report.said():
                 self.say(line)
@@ -287,9 +292,9 @@ class Lifecycle:
 
     def _fit_schedule(self, epoch_s: float | None) -> None:
         """LibreYOLO's schedule planned for the epochs the budget left now holds."""
-        fit = budgetfit.plan(self.spec, epoch_s, self.deadline() - self.clock.time())
+        fit = budgetfit.plan(self.spec, epoch_s, deadline_of(self.record) - self.clock.time())
         if fit is not None:
-            self.owner.update(fit=fit.to_json(), total_epochs=fit.epochs)
+            self.owner.fitted(fit.to_json(), fit.epochs)
             self.say(f"budget: {fit.line()}")
 
     def pusher(self) -> Pusher | None:
@@ -354,7 +359,7 @@ class Lifecycle:
             from runspec.push.report import prepare
 
             prepare(self.spec, self.paths, self.record, self.say)  # the curves and the card
-            remaining = self.deadline() + self.spec.budget.overrun - self.clock.time()
+            remaining = deadline_of(self.record) + self.spec.budget.overrun - self.clock.time()
             # Past deadline + overrun already: one short, bounded try.
             timeout = max(remaining, 15.0)
             self.say(f"final push (at most {human_duration(timeout)} to verify it)")
@@ -370,7 +375,7 @@ class Lifecycle:
                 self.say(error(lost))
             else:
                 self._stop_pusher()  # the card's commit is the last; none may race it
-                push_card(pusher.target, self.paths, self.say, self.deadline() - self.clock.time())
+                push_card(pusher.target, self.paths, self.say, deadline_of(self.record) - self.clock.time())
         term = self.record.termination or Termination.COMPLETED
         if term in NO_FINISH or not self.options.finish:
             nxt = f"no finish action ({term.value}): the machine is kept"

@@ -3,6 +3,9 @@
 Steps: YAML (runspec.yamlload), `train.args` keys normalised, JSON Schema (every error,
 worded and located by runspec.schema_errors), the rules beyond the schema (runspec.rules),
 then the typed Spec with defaults applied.
+
+A spec the daemon accepted is read back with `load_accepted`: built, never judged again, so a
+runspec upgrade that tightens a rule leaves the runs it already accepted as they were.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from runspec import rules
-from runspec.errors import Problem, SpecInvalid, UsageError
+from runspec.errors import Problem, RunspecError, SpecInvalid, UsageError
 from runspec.model import (
     DEFAULT_PUSH_FILES,
     BudgetFit,
@@ -240,3 +243,36 @@ def load_spec(path: Path, state: Path | None = None) -> Spec:
     if isinstance(raw, Problem):
         raise SpecInvalid([raw])
     return load_spec_text(raw, str(path), state)
+
+
+class AcceptedSpecUnreadable(RunspecError):
+    """An accepted run's spec.yaml that cannot be built into a Spec any more (gone, damaged):
+    the one error every reader of an accepted spec handles."""
+
+
+def load_accepted(path: Path) -> Spec:
+    """The spec a run was accepted with (its job folder's spec.yaml), as accepted.
+
+    Judged once, at acceptance, against the rules of the runspec of that day (the record keeps
+    their version): today's schema and rules are not asked again, so a rule tightened since
+    neither strands nor blocks the run. Only what the build itself needs (a YAML mapping
+    with the fields it reads) is required. Raises AcceptedSpecUnreadable, and nothing else.
+    """
+    try:
+        raw = read_spec(path)
+    except (OSError, NotRegularFile, SpecTooBig) as exc:
+        raise AcceptedSpecUnreadable(f"cannot read {path}: {exc}") from exc
+    doc, problems = load_yaml(raw, str(path))
+    if doc is None or not isinstance(doc.data, dict):
+        why = problems[0].message if problems else "not a mapping"
+        raise AcceptedSpecUnreadable(f"{path} is no longer a spec: {why}")
+    data = doc.data
+    train = data.get("train")
+    if isinstance(train, dict) and isinstance(train.get("args"), dict):
+        train["args"] = rules.normalise_args(train["args"])[0]
+    try:
+        return _build(data, doc.text, hashlib.sha256(raw).hexdigest(), str(path))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise AcceptedSpecUnreadable(
+            f"{path} is no longer a spec runspec can build ({type(exc).__name__}: {exc})"
+        ) from exc

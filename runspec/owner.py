@@ -218,12 +218,39 @@ class RunOwner:
         if self._unsaved:
             self.save()
 
-    def update(self, **fields: Any) -> None:
+    # One setter per thing that happens to a run: each names the fields it sets, typed.
+    def epoch_ended(self, epoch: int, total_epochs: int) -> None:
         with self._lock:
-            for key, value in fields.items():
-                if not hasattr(self.record, key):
-                    raise AttributeError(f"RunRecord has no field {key}")
-                setattr(self.record, key, value)
+            self.record.epoch, self.record.total_epochs = epoch, total_epochs
+            self.save()
+
+    def restarted(self) -> None:
+        """One of train.restarts used."""
+        with self._lock:
+            self.record.restarts_used += 1
+            self.save()
+
+    def staged(self, data_yaml: Path) -> None:
+        """The dataset is staged: a re-attached run resumes with it."""
+        with self._lock:
+            self.record.data_yaml = str(data_yaml)
+            self.save()
+
+    def costed(self, cost: dict[str, Any]) -> None:
+        with self._lock:
+            self.record.cost = cost
+            self.save()
+
+    def fitted(self, fit: dict[str, Any], epochs: int) -> None:
+        """The schedule fitted to the budget (runspec.budgetfit): the epochs LibreYOLO plans."""
+        with self._lock:
+            self.record.fit, self.record.total_epochs = fit, epochs
+            self.save()
+
+    def finish_noted(self, finish: dict[str, Any]) -> None:
+        """How far the run's own finish got (runspec.endgame writes it)."""
+        with self._lock:
+            self.record.finish = finish
             self.save()
 
     def transition(

@@ -6,7 +6,6 @@
                              `runs:` says otherwise)
 <state>/data/                staged datasets (unless dataset.extract_to or `data:`)
 <state>/cache/weights/       the trainer's working directory: pretrained downloads persist
-<state>/scheduler.sqlite     the daemon's APScheduler job store
 <state>/runspecd.lock        held by the one daemon of this state folder
 <state>/machine.json         the machine's end: a pending finish and how far it got
 <state>/machine.lock         held while the machine's end is decided or applied
@@ -88,10 +87,6 @@ class StateLayout:
         return self.state / "data"
 
     @property
-    def scheduler_db(self) -> Path:
-        return self.state / "scheduler.sqlite"
-
-    @property
     def daemon_lock(self) -> Path:
         return self.state / "runspecd.lock"
 
@@ -113,6 +108,14 @@ class StateLayout:
 
     def job_dir(self, name: str) -> Path:
         return self.jobs / name
+
+    # A job folder's fixed files, named without reading anything (paths.json is only needed
+    # for the movable folders): the loop looks at these for every run.
+    def spec_file(self, name: str) -> Path:
+        return self.job_dir(name) / "spec.yaml"
+
+    def cancel_file(self, name: str) -> Path:
+        return self.job_dir(name) / "cancel.json"
 
     def names(self) -> list[str]:
         """Every run with a job folder, by name."""
@@ -212,7 +215,7 @@ class RunPaths:
 
     @property
     def spec_file(self) -> Path:
-        return self.job_dir / "spec.yaml"
+        return self.layout.spec_file(self.name)
 
     @property
     def provenance_file(self) -> Path:
@@ -224,7 +227,7 @@ class RunPaths:
 
     @property
     def cancel_file(self) -> Path:
-        return self.job_dir / "cancel.json"
+        return self.layout.cancel_file(self.name)
 
     @property
     def train_job_file(self) -> Path:

@@ -18,6 +18,10 @@ from runspec.state import PushRecord
 
 @dataclass
 class PushNow:
+    """A push asked for now, and its answer: from the daemon (a system shutdown) to the run,
+    and from the run to its pusher."""
+
+    final: bool = False  # the run's last push: carries its record and log, always commits
     done: threading.Event = field(default_factory=threading.Event)
     result: PushRecord | None = None
     note: str = ""  # why there was nothing to push, for the asker's log

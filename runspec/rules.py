@@ -22,6 +22,10 @@ from runspec.units import DURATION_PATTERN, SIZE_PATTERN, parse_duration, parse_
 
 KeyPath = tuple[str | int, ...]
 
+# The version of these rules, kept in each record at acceptance: raise it whenever a rule
+# tightens, so a run's record says which rules judged it (an accepted run is never re-judged).
+RULES_VERSION = 1
+
 DURATION_FIELDS: tuple[KeyPath, ...] = (
     ("budget", "wall_clock"),
     ("budget", "reserve"),

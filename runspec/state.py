@@ -100,7 +100,8 @@ class RunRecord:
     started_at: str | None = None  # the budget's clock starts here (UTC)
     deadline: str | None = None  # started_at + wall_clock (UTC); survives restarts
     ended_at: str | None = None
-    run_dir: str | None = None
+    # run_dir is no field: paths.json says where the run folder is (an older record's copy
+    # is ignored as it is read).
     data_yaml: str | None = None  # the staged dataset, so a re-attached run can resume
     epoch: int = 0
     total_epochs: int = 0
@@ -114,6 +115,8 @@ class RunRecord:
     # The schedule fitted to the budget (runspec.budgetfit.Fit); None: train.epochs stands.
     fit: dict[str, Any] | None = None
     history: list[dict[str, str]] = field(default_factory=list)
+    # The spec rules (runspec.rules.RULES_VERSION) it was accepted under; None: before 1.
+    spec_rules: int | None = None
     schema: int = RECORD_SCHEMA
 
     def to_json(self) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,15 +18,16 @@ from runspec.alerts import Alerts
 from runspec.budget import Planner, eval_interval_of, validates
 from runspec.budgetfit import planned_epochs
 from runspec.checkpoints import newest_intact_checkpoint
-from runspec.clock import Clock, human_duration, parse_utc_iso
-from runspec.control import TrainJob
+from runspec.clock import Clock, human_duration
+from runspec.control import TrainerOutcome, TrainJob
+from runspec.exitstep import ExitFacts, Step, next_step
 from runspec.launcher import TrainerHandle, start
 from runspec.model import Spec
 from runspec.observer import observe
 from runspec.owner import RunOwner, checkpoint_room, short_of_room, wait_for_space
 from runspec.paths import RunPaths
 from runspec.requests import RunRequests
-from runspec.state import STOP_REASONS, PushRecord, RunRecord, RunStatus, Termination
+from runspec.state import PushRecord, RunRecord, RunStatus, Termination
 from runspec.views import messages
 from runspec.views.epochline import epoch_line
 from runspec.voice import error, notice, warning
@@ -62,10 +63,6 @@ class RunParts:
     @property
     def record(self) -> RunRecord:
         return self.owner.record
-
-    def deadline(self) -> float:
-        assert self.record.deadline is not None
-        return parse_utc_iso(self.record.deadline)
 
 
 class Supervisor:
@@ -128,7 +125,6 @@ class Supervisor:
         )
         self._write_deadline()
         handle = start(job, self.paths, clock=self.clock)
-        self.owner.update(run_dir=str(self.paths.run_dir))
         what = f"resuming from {resume_from.name}" if resume_from else "training"
         unit = f", unit {handle.unit}" if handle.unit else ""
         fitted = " (fitted to the budget)" if epochs < self.spec.train.epochs else ""
@@ -152,7 +148,7 @@ class Supervisor:
             self.last_epoch, self.last_marker_time = marker.epoch, marker.time
             # Epochs may have ended while nobody watched (a daemon restart): count them.
             if marker.total_epochs:
-                self.owner.update(epoch=marker.epoch, total_epochs=marker.total_epochs)
+                self.owner.epoch_ended(marker.epoch, marker.total_epochs)
 
     def _watch(self, handle: TrainerHandle) -> bool:
         """Watch until the trainer exits (False) or we are told to detach (True)."""
@@ -217,14 +213,14 @@ class Supervisor:
         self.last_progress = self.clock.monotonic()
         self.longest_epoch = max(self.longest_epoch, marker.epoch_seconds)
         self.planner.record_epoch(marker.epoch, marker.epoch_seconds, marker.validated)
-        self.owner.update(epoch=marker.epoch, total_epochs=marker.total_epochs)
+        self.owner.epoch_ended(marker.epoch, marker.total_epochs)
         pending = pusher.pending_bytes() if pusher is not None else 0
         rate = pusher.upload_rate() if pusher is not None else None
         self._write_deadline()
         total, interval = marker.total_epochs, eval_interval_of(self.spec)
         cut = self.planner.cuts_at(marker.time, marker.epoch, total, interval)
         obs = observe(self.paths.run_dir, self.paths.control_dir)
-        left = self.lc.deadline() - self.clock.time()
+        left = self.planner.deadline - self.clock.time()
         self.lc.say(epoch_line(marker.epoch, total, obs, left, cut))
         if marker.epoch >= total or self.stopping is not None:
             return
@@ -274,7 +270,7 @@ class Supervisor:
         pusher = self.lc.pusher()
         pending = pusher.pending_bytes() if pusher is not None else 0
         rate = pusher.upload_rate() if pusher is not None else None
-        return self.clock.time() >= self.lc.deadline() - self.planner.reserve(pending, rate)
+        return self.clock.time() >= self.planner.deadline - self.planner.reserve(pending, rate)
 
     def _stop_overdue(self) -> bool:
         if self.stop_asked_at is None:
@@ -293,62 +289,27 @@ class Supervisor:
     def _after_exit(self, handle: TrainerHandle) -> TrainerHandle | None:
         """Read how the trainer ended; resume it or move the run on. Returns a new handle to
         watch when the trainer was resumed."""
-        result = handle.result()
-        marker = control.read_epoch_marker(self.paths.control_dir)
-        done = marker is not None and marker.epoch >= marker.total_epochs
-        if result is not None and result.outcome == "completed":
-            self._end(self.stopping or Termination.COMPLETED, "training completed")
-            return None
-        if result is not None and result.outcome == "stopped":
-            why = self.stopping or STOP_REASONS.get(result.reason or "", Termination.INTERRUPTED)
-            self._end(why, f"training stopped at epoch {self.last_epoch} ({why.value})")
-            return None
-        out_of_space = result is not None and control.no_space(result.reason) and not done
-        if result is not None and result.outcome in ("failed", "killed") and not done:
-            # A trainer that died on a full disk may not even have said so (its result.json
-            # needs space too): what the disk says now decides.
-            out_of_space = out_of_space or short_of_room(self.paths.run_dir)
-        if out_of_space and self.stopping is None:
-            # A full disk is a state, not a failure: wait for space, then resume.
+        facts = self._exit_facts(handle)
+        step = next_step(facts)
+        if step.step is Step.WAIT_FOR_SPACE:
             if self._wait_for_space():
                 self.lc.say("space is back: resuming the trainer")
                 return self._launch(resume_from=newest_intact_checkpoint(self.paths.run_dir))
             if self.requests.detached.is_set():
                 return None  # still waiting for space; whoever drives it next goes on waiting
-        if (
-            result is not None
-            and result.outcome == "failed"
-            and done
-            and control.no_space(result.reason)
-        ):
-            self._end(Termination.COMPLETED, "training completed (its last writes met a full disk)")
-            return None
-        if result is not None and result.outcome == "failed":
-            # LibreYOLO raised: retrying would raise again.
-            message = result.reason or f"{result.error_type}: {result.error_message}"
-            self._end(Termination.FAILED_TRAINING, f"LibreYOLO failed: {message}")
-            return None
-        if self.stopping is not None:
-            self._end(self.stopping, f"trainer ended at epoch {self.last_epoch}")
-            return None
-        if done:
-            self._end(Termination.COMPLETED, "training completed (the trainer died after it)")
-            return None
-        if self._past_point_of_no_return():
-            # A restart now could not train an epoch before the reserve: push what there is.
-            self._end(
-                Termination.BUDGET,
-                f"the trainer died at epoch {self.last_epoch}, too close to the deadline to resume",
+            step = next_step(
+                replace(
+                    facts,
+                    stopping=self.stopping,
+                    past_point_of_no_return=self._past_point_of_no_return(),
+                    gave_up_on_space=True,
+                )
             )
+        if step.step is Step.END:
+            assert step.termination is not None
+            self._end(step.termination, step.reason)
             return None
-        if self.record.restarts_used >= self.spec.train.restarts:
-            self._end(
-                Termination.LOST,
-                f"the trainer died at epoch {self.last_epoch} and no restart is left "
-                f"(train.restarts: {self.spec.train.restarts})",
-            )
-            return None
-        self.owner.update(restarts_used=self.record.restarts_used + 1)
+        self.owner.restarted()
         checkpoint = newest_intact_checkpoint(self.paths.run_dir)
         self.lc.say(
             warning(
@@ -357,6 +318,27 @@ class Supervisor:
             )
         )
         return self._launch(resume_from=checkpoint)
+
+    def _exit_facts(self, handle: TrainerHandle) -> ExitFacts:
+        result = handle.result()
+        marker = control.read_epoch_marker(self.paths.control_dir)
+        done = marker is not None and marker.epoch >= marker.total_epochs
+        outcome = result.outcome if result is not None else None
+        return ExitFacts(
+            outcome=outcome,
+            reason=result.reason if result is not None else "",
+            error=f"{result.error_type}: {result.error_message}" if result is not None else "",
+            done=done,
+            stopping=self.stopping,
+            last_epoch=self.last_epoch,
+            restarts_used=self.record.restarts_used,
+            restarts=self.spec.train.restarts,
+            past_point_of_no_return=self._past_point_of_no_return(),
+            # Read only where it decides (a trainer that died short of its last epoch).
+            short_of_room=outcome in (TrainerOutcome.FAILED, TrainerOutcome.KILLED)
+            and not done
+            and short_of_room(self.paths.run_dir),
+        )
 
     def _wait_for_space(self) -> bool:
         """Until the run folder's disk has room for a checkpoint and its staged copy again:

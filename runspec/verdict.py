@@ -13,7 +13,6 @@ moves the mtime, so a stale copy is never taken for the newest.
 
 from __future__ import annotations
 
-import fnmatch
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,9 +146,9 @@ class MachineVerdict:
 
 
 def _load_spec(paths: RunPaths) -> Spec:
-    from runspec.loader import load_spec
+    from runspec.loader import load_accepted
 
-    return load_spec(paths.spec_file)
+    return load_accepted(paths.spec_file)
 
 
 def machine_verdict(
@@ -203,7 +202,3 @@ def run_outcome(safety: Safety, record: RunRecord) -> Outcome:
     if not safety.safe:
         return Outcome.UNVERIFIED
     return Outcome.OK
-
-
-def globs_match(rel: str, globs: tuple[str, ...]) -> bool:
-    return any(fnmatch.fnmatchcase(rel, pattern) for pattern in globs)

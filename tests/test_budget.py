@@ -86,17 +86,15 @@ def test_the_auto_reserve_follows_the_measured_upload_rate() -> None:
     before = p.reserve(pending)
     # Before any push: the cautious default rate.
     assert before == pytest.approx(5 + 1.25 * pending / DEFAULT_UPLOAD_RATE + 30 + 10)
-    p.record_upload(100 * MB, 50.0)  # measured: 2 MB/s, slower than the default
-    slow = p.reserve(pending)
+    slow = p.reserve(pending, upload_rate=2 * MB)  # measured: slower than the default
     assert slow == pytest.approx(5 + 1.25 * 1000 + 30 + 10)
-    assert p.reserve(pending, upload_rate=100 * MB) < before  # the pusher's own figure wins
+    assert p.reserve(pending, upload_rate=100 * MB) < before  # a faster link: a shorter one
 
 
 def test_a_very_slow_link_is_taken_at_its_word() -> None:
     """A floor on the measured rate would shorten the reserve exactly when it matters most."""
     p = planner(ManualClock(), finish_seconds=30.0, margin=10.0)
-    p.record_upload(10 * MB, 100.0)  # 0.1 MB/s
-    assert p.reserve(2000 * MB) == pytest.approx(5 + 1.25 * 20_000 + 30 + 10)
+    assert p.reserve(2000 * MB, upload_rate=0.1 * MB) == pytest.approx(5 + 1.25 * 20_000 + 30 + 10)
 
 
 def test_a_slow_upload_stops_training_earlier() -> None:

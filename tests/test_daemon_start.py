@@ -143,7 +143,7 @@ def test_idle_finish_after_a_run_ended_survives_a_daemon_kill(make_daemon, tmp_p
     first.start()
     first.wait_ready()
     wait_until(lambda: "idle finish armed: command in 3s" in first.output, what="the arming")
-    first.signal(signal.SIGKILL)  # before the idle finish is due: the deadline is on disk
+    first.signal(signal.SIGKILL)  # before it is due: the record holds the run's end
     first.wait()
     assert not marker.exists()
     time.sleep(4)  # the deadline passes while no daemon runs

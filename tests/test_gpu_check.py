@@ -94,7 +94,6 @@ def _write_run(state: Path) -> None:
     store = RecordStore(state, clock)
     record = RunRecord(name="gpu-check", spec_sha256="0" * 64, total_epochs=100)
     record.started_at, record.deadline = utc_iso(T0), utc_iso(T0 + 120)
-    record.run_dir = str(state / "runs" / "gpu-check")
     store.save(record)
     for after, status, term in (
         (0, RunStatus.PREFLIGHT, None),

@@ -62,6 +62,6 @@ def test_a_signal_before_training_pushes_and_skips_the_finish(
     lifecycle.requests.interrupt()
     record = lifecycle.run()
     assert record.termination is not None and record.termination.value == "interrupted"
-    assert record.run_dir is None  # no trainer was started
+    assert not lifecycle.paths.trainer_file.exists()  # no trainer was started
     assert record.last_push is not None and record.last_push.final
     assert not touched.exists()

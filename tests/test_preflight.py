@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from runspec.checkresult import CheckStatus
 from runspec.loader import load_spec
 from runspec.model import Spec
 from runspec.paths import RunPaths
-from runspec.preflight import CheckStatus, run_preflight
+from runspec.preflight import run_preflight
 from runspec.preflight.checks import dataset_bytes, push_check
 from runspec.preflight.disk import (
     checkpoint_count,

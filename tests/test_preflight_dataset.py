@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from runspec import staging
+from runspec.checkresult import CheckStatus
 from runspec.loader import load_spec
 from runspec.paths import RunPaths
 from runspec.preflight.checks import doctor_check
 from runspec.preflight.profile import epochs_that_fit, profile_check, train_images
-from runspec.preflight.report import CheckStatus
 
 
 @pytest.fixture(scope="module")

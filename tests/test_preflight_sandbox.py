@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from runspec.checkresult import CheckStatus
 from runspec.loader import load_spec_text
 from runspec.paths import RunPaths
-from runspec.preflight.report import CheckStatus
 from runspec.preflight.sandbox import (
     _private_tmp,
     _sandboxed,

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from runspec import models
+from runspec.checkresult import CheckStatus
 from runspec.loader import load_spec_text
 from runspec.paths import RunPaths
 from runspec.preflight import checks
-from runspec.preflight.report import CheckStatus
 from tests.fixtures_providers import Answer, StandIn
 
 

@@ -37,7 +37,6 @@ def _training(state: Path, name: str) -> Path:
     record.epoch = 12
     run_dir = state / "runs" / name
     run_dir.mkdir(parents=True)
-    record.run_dir = str(run_dir)
     record.last_push = PushRecord(epoch=10, time=utc_iso(now - 60), commit=None, files=["a"])
     for status in (RunStatus.PREFLIGHT, RunStatus.STAGING, RunStatus.TRAINING):
         store.transition(record, status, "test")

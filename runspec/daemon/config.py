@@ -66,10 +66,6 @@ class DaemonConfig:
     def claimed(self) -> Path:
         return self.state / "claimed"
 
-    @property
-    def scheduler_db(self) -> Path:
-        return self.state / "scheduler.sqlite"
-
     def with_overrides(self, **values: Any) -> DaemonConfig:
         return dataclasses.replace(self, **{k: v for k, v in values.items() if v is not None})
 
@@ -205,7 +201,7 @@ def load_config(
 
 DEFAULT_CONFIG_TEXT = """\
 # runspecd's configuration. Every key is optional; a missing file means these defaults.
-# state: /var/lib/runspec          # records, claimed specs, the scheduler's job store
+# state: /var/lib/runspec          # records, claimed specs, the machine's pending end
 # inbox: /var/lib/runspec/inbox    # drop specs here (or `runspec submit`)
 # data: /var/lib/runspec/data      # staged datasets, unless a spec says dataset.extract_to
 # runs: /var/lib/runspec/runs      # run folders, unless a spec says output.project

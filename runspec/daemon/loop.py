@@ -19,9 +19,10 @@ from types import FrameType
 from typing import Any
 
 from runspec.clock import SYSTEM, Clock
-from runspec.daemon import jobs, perms
+from runspec.daemon import perms
 from runspec.daemon.config import DaemonConfig, load_config
 from runspec.daemon.inbox import Inbox, Outcome
+from runspec.daemon.jobs import RESCAN_ID, Timers
 from runspec.daemon.notify import Notifier
 from runspec.daemon.runs import RunKeeper
 from runspec.daemon.worker import system_stopping
@@ -65,7 +66,9 @@ class Daemon:
             config.inbox, config.state, self._accept, clock=clock,
             incomplete_wait=config.incomplete_wait,
         )  # fmt: skip
-        self.scheduler: Any = None
+        self.timers = Timers(clock)
+        self.runs.timers = self.timers
+        self.runs.inbox_pending = lambda: bool(self.inbox.pending)
         self._term = False
         self._hup = False
         self._last_ping = 0.0
@@ -104,37 +107,16 @@ class Daemon:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
         signal.signal(signal.SIGHUP, self._on_hup)
-        self._start_scheduler()
+        self.timers.every(RESCAN_ID, self.cfg.rescan_every, self.inbox.scan)
+        self.runs.rearm_idle_finish()
         self._report(self.inbox.recover_claimed())
         self.inbox.start()
         self.progress(f"runspecd: watching {self.cfg.inbox} (state {self.cfg.state})")
         self.notifier.ready(self.status_text())
 
-    def _start_scheduler(self) -> None:
-        self.scheduler = jobs.make_scheduler(self.layout.scheduler_db)
-        jobs.register(self.scheduler, self.cfg.rescan_every)
-        self.scheduler.start()
-        self.runs.scheduler = self.scheduler
-
-    def _check_scheduler(self) -> None:
-        """A job store that raised (a full disk under SQLite) ends APScheduler's thread: start
-        a new one, so the rescan and the idle finish are never lost for good."""
-        if self.scheduler is None or jobs.alive(self.scheduler):
-            return
-        log.error("the scheduler's thread died (see the traceback above); starting it again")
-        try:
-            self.scheduler.shutdown(wait=False)
-        except Exception:  # it is dead already; only its thread's state is left to clear
-            log.debug("shutting down the dead scheduler", exc_info=True)
-        try:
-            self._start_scheduler()
-        except Exception as exc:  # still no space: the next step tries again
-            log.error("cannot start the scheduler yet: %s", exc)
-
     def close(self) -> None:
         self.inbox.stop()
-        if self.scheduler is not None:
-            self.scheduler.shutdown(wait=False)
+        self.timers.close()
         if self.lock is not None:
             self.lock.release()
 
@@ -155,7 +137,10 @@ class Daemon:
 
     # -- one pass of the loop -----------------------------------------------------------
     def step(self) -> None:
-        waits = [TICK, self.inbox.next_check_in(), self.notifier.watchdog_interval]
+        waits = [
+            TICK, self.inbox.next_check_in(), self.notifier.watchdog_interval,
+            self.timers.next_in(),
+        ]  # fmt: skip
         timeout = min(w for w in waits if w is not None)
         try:
             kind, name = self.inbox.events.get(timeout=timeout)
@@ -166,9 +151,8 @@ class Daemon:
             self._hup = False
             self._queue_dirty = True
             self._reload()
-        if jobs.RESCAN_DUE.is_set():
-            jobs.RESCAN_DUE.clear()
-            self.inbox.scan()
+        # The timed jobs (the rescan, the idle finish) run here, in the loop's own thread.
+        self.timers.run_due()
         self._report(self.inbox.process())
         if self.runs.handle_cancels() or self.runs.reap():
             self._queue_dirty = True
@@ -177,10 +161,6 @@ class Daemon:
             self._queue_dirty = False
             self._last_refresh = now
             self._queued_count = self.runs.refresh()
-        self._check_scheduler()
-        if jobs.IDLE_FINISH_DUE.is_set():
-            jobs.IDLE_FINISH_DUE.clear()
-            self.runs.idle_finish(bool(self.inbox.pending))
         self._ping()
 
     def _ping(self) -> None:
@@ -218,7 +198,7 @@ class Daemon:
             )
             self.runs.cfg = self.cfg
             self.inbox.incomplete_wait = self.cfg.incomplete_wait
-            jobs.register(self.scheduler, self.cfg.rescan_every)
+            self.timers.every(RESCAN_ID, self.cfg.rescan_every, self.inbox.scan)
         except Exception as exc:  # a bad edit keeps the old config running
             self.progress(error(f"runspecd: config reload failed, keeping the old one: {exc}"))
         self.inbox.scan()

@@ -17,10 +17,6 @@ def request_cancel(paths: RunPaths, clock: Clock, by: str = "runspec cancel") ->
     )
 
 
-def cancel_requested(paths: RunPaths) -> bool:
-    return paths.cancel_file.exists()
-
-
 def clear_cancel(paths: RunPaths) -> None:
     paths.cancel_file.unlink(missing_ok=True)
 
@@ -30,7 +26,7 @@ def arrival(store: RecordStore, record: RunRecord) -> tuple[str, int, str]:
     accepted (its copy in the job folder is written once; the folder's own ctime is not a
     creation time: it moves with every record write)."""
     try:
-        accepted = store.layout.run_paths(record.name).spec_file.stat().st_mtime_ns
+        accepted = store.layout.spec_file(record.name).stat().st_mtime_ns
     except FileNotFoundError:
         accepted = 0
     return (record.queued_at or "", accepted, record.name)

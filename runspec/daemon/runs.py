@@ -14,15 +14,16 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from runspec.clock import Clock, human_duration
-from runspec.daemon import jobs
+from runspec.backoff import pause_after
+from runspec.clock import Clock, human_duration, parse_utc_iso
 from runspec.daemon import queue as runqueue
 from runspec.daemon.config import DaemonConfig
+from runspec.daemon.jobs import IDLE_FINISH_ID, Timers
 from runspec.daemon.worker import Worker
 from runspec.endgame import MACHINE, Endgame
 from runspec.errors import RunspecError
 from runspec.lifecycle import Lifecycle, LifecycleOptions
-from runspec.loader import load_spec
+from runspec.loader import load_accepted
 from runspec.model import FinishAction
 from runspec.owner import RunLock
 from runspec.paths import StateLayout
@@ -63,7 +64,13 @@ class RunKeeper:
         self.elsewhere: dict[str, str] = {}  # runs driven by another process, and by whom
         self.ended: list[RunRecord] = []
         self.set_aside: set[str] = set()
-        self.scheduler: object | None = None
+        # Runs not finished at the last refresh: the only ones a cancel can still reach, so a
+        # step's cost does not grow with the finished runs of the state folder. None until
+        # the first refresh: then every run is looked at, so a cancel left while no daemon ran
+        # is seen before the queue starts anything.
+        self.unfinished: list[str] | None = None
+        self.timers: Timers | None = None  # the daemon's; None: no idle finish (tests)
+        self.inbox_pending: Callable[[], bool] = lambda: False
         self._endgame_thread: threading.Thread | None = None
 
     # -- the queue ----------------------------------------------------------------------
@@ -81,6 +88,7 @@ class RunKeeper:
                     )
                 )
             self.set_aside.add(bad.name)
+        self.unfinished = [r.name for r in scan.records if r.status is not RunStatus.FINISHED]
         queued = runqueue.queued(self.store, scan.records)
         if self.worker is None:
             self._start_next(runqueue.in_flight(self.store, scan.records) + queued)
@@ -113,11 +121,8 @@ class RunKeeper:
                 lock.release()
                 self._broke(record.name, f"cannot start: {exc}")
                 continue
-            if self.scheduler is not None:
-                try:
-                    jobs.disarm_idle_finish(self.scheduler)
-                except Exception as exc:  # a full disk under its SQLite store
-                    log.error("cannot disarm the idle finish: %s", exc)
+            if self.timers is not None:
+                self.timers.cancel(IDLE_FINISH_ID)
             verb = "starting" if record.status is RunStatus.QUEUED else "resuming"
             was = "" if record.status is RunStatus.QUEUED else f" ({record.status.value})"
             self.progress(f"{record.name}: {verb}{was}")
@@ -129,7 +134,7 @@ class RunKeeper:
 
     def _lifecycle(self, record: RunRecord, lock: RunLock) -> Lifecycle:
         paths = self.layout.run_paths(record.name)
-        spec = load_spec(paths.spec_file)
+        spec = load_accepted(paths.spec_file)
         options = LifecycleOptions(
             finish=True,
             finish_dry_run=self.cfg.finish_dry_run,
@@ -151,7 +156,7 @@ class RunKeeper:
         """What a run came to, in the lines `runspec run` ends with too."""
         paths = self.layout.run_paths(record.name)
         try:
-            spec = load_spec(paths.spec_file)
+            spec = load_accepted(paths.spec_file)
         except RunspecError as exc:
             self.progress(f"{record.name}: {record.status.value}; its spec is unreadable: {exc}")
             return
@@ -162,7 +167,7 @@ class RunKeeper:
     def _broke(self, name: str, why: str) -> None:
         retry = self.retry.setdefault(name, Retry())
         retry.attempts += 1
-        pause = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (retry.attempts - 1))
+        pause = pause_after(retry.attempts, RETRY_FIRST_S, RETRY_MAX_S)
         retry.at = self.clock.monotonic() + pause
         if self.once and retry.attempts >= ONCE_ATTEMPTS:
             self.progress(error(f"{name}: {why}; left after {retry.attempts} tries"))
@@ -200,9 +205,8 @@ class RunKeeper:
     def handle_cancels(self) -> bool:
         """Cancel requests (a file in the run's job folder); True when one was seen."""
         seen = False
-        for name in self.layout.names():
-            paths = self.layout.run_paths(name)
-            if not paths.cancel_file.exists():
+        for name in self.layout.names() if self.unfinished is None else self.unfinished:
+            if not self.layout.cancel_file(name).exists():
                 continue
             seen = True
             if self.worker is not None and self.worker.name == name:
@@ -263,27 +267,34 @@ class RunKeeper:
     def ending(self) -> bool:
         return self._endgame_thread is not None and self._endgame_thread.is_alive()
 
-    def arm_idle_finish(self) -> None:
-        if self.cfg.idle_finish is None or self.scheduler is None or self.once:
+    def arm_idle_finish(self, since: float | None = None) -> None:
+        """The idle finish, `idle_finish` after `since` (a run's end; default now)."""
+        if self.cfg.idle_finish is None or self.timers is None or self.once:
             return
         if self.cfg.finish.action is FinishAction.NONE:
             return
-        at = self.clock.time() + self.cfg.idle_finish
-        try:
-            jobs.arm_idle_finish(self.scheduler, at)
-        except Exception as exc:  # its store is SQLite: a full disk must not stop the daemon
-            self.progress(
-                error(f"the idle finish could not be armed ({exc}); nothing ends the machine")
-            )
-            return
+        since = self.clock.time() if since is None else since
+        at = since + self.cfg.idle_finish
+        self.timers.at(IDLE_FINISH_ID, at, self.idle_finish)
+        left = max(at - self.clock.time(), 0.0)
         self.progress(
-            f"machine: idle finish armed: {self.cfg.finish.action.value} in "
-            f"{human_duration(self.cfg.idle_finish)}"
+            f"machine: idle finish armed: {self.cfg.finish.action.value} in {human_duration(left)}"
         )
 
-    def idle_finish(self, pending_inbox: bool) -> None:
+    def rearm_idle_finish(self) -> None:
+        """At start: the idle finish from the records, as it stood when the daemon stopped
+        (the last run's end plus `idle_finish`), when every run has ended and none was
+        driven since. The scheduler keeps nothing across a restart; the records do."""
+        records = self.store.all()
+        if not records or any(r.status is not RunStatus.FINISHED for r in records):
+            return
+        ends = [parse_utc_iso(r.ended_at) for r in records if r.ended_at]
+        if ends and (self.endgame().load() is None):
+            self.arm_idle_finish(since=max(ends))
+
+    def idle_finish(self) -> None:
         """The idle finish fell due: arm it for the whole machine and enter the endgame."""
-        if self.worker is not None or pending_inbox or runqueue.queued(self.store):
+        if self.worker is not None or self.inbox_pending() or runqueue.queued(self.store):
             return  # something arrived meanwhile; the next run's end re-arms it
         idle = human_duration(self.cfg.idle_finish or 0)
         self.progress(

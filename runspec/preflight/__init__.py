@@ -22,14 +22,15 @@ import time
 from pathlib import Path
 from typing import Literal
 
+from runspec.checkresult import failed
 from runspec.errors import RunspecError
 from runspec.model import Spec
 from runspec.paths import RunPaths
-from runspec.preflight.report import CheckResult, CheckStatus, PreflightReport, failed
+from runspec.preflight.report import PreflightReport
 from runspec.redact import scrub
 from runspec.secretenv import child_environ, preflight_needs_hub_token
 
-__all__ = ["CheckResult", "CheckStatus", "PreflightReport", "child_env", "run_preflight"]
+__all__ = ["PreflightReport", "child_env", "run_preflight"]
 
 log = logging.getLogger("runspec.preflight")
 Phase = Literal["machine", "dataset", "all"]
@@ -45,32 +46,40 @@ def child_env(spec: Spec) -> dict[str, str]:
     return env
 
 
-def _spec_file(spec: Spec, paths: RunPaths, tmp: Path) -> Path:
-    if spec.text:
-        path = tmp / "spec.yaml"
-        path.write_text(spec.text, encoding="utf-8")
-        return path
-    received = paths.job_dir / "spec.yaml"
-    if received.is_file():
-        return received
-    raise RunspecError(f"spec {spec.name!r} has no text to hand to the preflight child")
+def _which_spec(spec: Spec, paths: RunPaths, tmp: Path, accepted: bool) -> list[str]:
+    """How the child finds the spec: an accepted run by its name (the child reads its saved
+    spec and paths, never judging the spec again), any other spec as a file of its text."""
+    if accepted:
+        return ["--run", paths.name]
+    if not spec.text:
+        raise RunspecError(f"spec {spec.name!r} has no text to hand to the preflight child")
+    path = tmp / "spec.yaml"
+    path.write_text(spec.text, encoding="utf-8")
+    return [
+        "--spec", str(path), "--project", str(paths.project), "--data-root", str(paths.data_root)
+    ]  # fmt: skip
 
 
 def run_preflight(
-    spec: Spec, paths: RunPaths, phase: Phase, timeout: float, collective_one_gpu: bool = False
+    spec: Spec,
+    paths: RunPaths,
+    phase: Phase,
+    timeout: float,
+    collective_one_gpu: bool = False,
+    *,
+    accepted: bool = False,
 ) -> PreflightReport:
     """Run the checks of `phase` in a child with a hard `timeout` (seconds) and collect them.
 
     `collective_one_gpu`: run the all_reduce even when one GPU is selected (NCCL on one rank).
+    `accepted`: `spec` is the run `paths` names, accepted into its state folder.
     """
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="runspec-preflight-") as tmp:
         cmd = [
             sys.executable, "-m", "runspec.preflight",
-            "--spec", str(_spec_file(spec, paths, Path(tmp))),
+            *_which_spec(spec, paths, Path(tmp), accepted),
             "--state", str(paths.state),
-            "--project", str(paths.project),
-            "--data-root", str(paths.data_root),
             "--phase", phase,
             # Inner waits (the collective) must end before the hard kill does.
             "--timeout", f"{max(timeout * 0.8, 1.0):.1f}",

@@ -15,10 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from runspec.checkresult import CheckResult, failed
 from runspec.errors import RunspecError
 from runspec.model import Spec
-from runspec.paths import RunPaths
-from runspec.preflight.report import CheckResult, PreflightReport, failed
+from runspec.paths import RunPaths, StateLayout
+from runspec.preflight.report import PreflightReport
 
 DEFAULT_TIMEOUT_S = 120.0
 # NCCL's rendezvous on one machine takes seconds; a minute and more is a hang.
@@ -115,7 +116,9 @@ def dataset_checks(spec: Spec, paths: RunPaths) -> list[CheckResult]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m runspec.preflight")
-    parser.add_argument("--spec", type=Path, required=True, help="the run spec (YAML)")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--spec", type=Path, help="a run spec (YAML), judged here")
+    which.add_argument("--run", help="a run accepted into the state folder, by its name")
     parser.add_argument("--state", type=Path, required=True, help="the state folder")
     parser.add_argument("--project", type=Path, help="where run folders go (default: the spec's)")
     parser.add_argument("--data-root", type=Path, help="where datasets go (default: the spec's)")
@@ -139,27 +142,34 @@ def _claim_stdout() -> TextIO:
     return real
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    out = _claim_stdout()
-    from runspec.loader import load_spec
+def _spec_and_paths(args: argparse.Namespace) -> tuple[Spec, RunPaths]:
+    from runspec.loader import load_accepted, load_spec
 
-    started = time.monotonic()
-    try:
-        spec = load_spec(args.spec)
-    except RunspecError as exc:
-        print(f"runspec preflight: {exc}", file=sys.stderr)
-        return 2  # this child's own protocol (see the docstring); the parent reads stderr
     state = args.state.absolute()
+    if args.run is not None:  # accepted: its saved spec, never judged again, and saved paths
+        paths = StateLayout(state).run_paths(args.run)
+        return load_accepted(paths.spec_file), paths
+    spec = load_spec(args.spec)
     paths = RunPaths.for_spec(spec, state)
     # Relative folders in a spec mean relative to the state folder (as staging reads them);
     # this child runs in a temporary folder.
-    paths = RunPaths(
+    return spec, RunPaths(
         state=state,
         name=paths.name,
         project=state / (args.project or paths.project),
         data_root=state / (args.data_root or paths.data_root),
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    out = _claim_stdout()
+    started = time.monotonic()
+    try:
+        spec, paths = _spec_and_paths(args)
+    except RunspecError as exc:
+        print(f"runspec preflight: {exc}", file=sys.stderr)
+        return 2  # this child's own protocol (see the docstring); the parent reads stderr
     results: list[CheckResult] = []
     if args.phase in ("machine", "all"):
         results += machine_checks(spec, paths, args.timeout, args.collective_one_gpu)

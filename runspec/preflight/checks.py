@@ -10,10 +10,10 @@ import urllib.request
 from pathlib import Path
 
 from runspec import models, safetar
+from runspec.checkresult import CheckResult, failed, passed, warned
 from runspec.model import Spec
 from runspec.paths import RunPaths
 from runspec.preflight.datafound import dataset_missing
-from runspec.preflight.report import CheckResult, failed, passed, warned
 from runspec.units import format_bytes
 
 TESTED_LIBREYOLO = "1.6.0"
@@ -79,9 +79,9 @@ def push_check(spec: Spec, paths: RunPaths) -> CheckResult:
     """The push target's own check (each target knows what it needs), changing nothing."""
     if spec.push is None:
         return passed("push", "no push target: the weights stay on this machine")
-    from runspec.push import PushTarget  # registers every target class
+    from runspec.push.targets import kind_of  # the Hub's module is imported only for a push
 
-    return PushTarget.kind_of(spec.push).preflight(spec, paths)
+    return kind_of(spec.push).preflight(spec, paths)
 
 
 def dataset_bytes(spec: Spec, data_root: Path) -> tuple[int, CheckResult | None]:

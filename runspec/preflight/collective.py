@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from runspec.preflight.report import CheckResult, failed, passed
+from runspec.checkresult import CheckResult, failed, passed
 
 # A rank's process must end within this once told to, or it is killed.
 _JOIN_S = 5.0

@@ -14,7 +14,7 @@ import yaml
 from runspec import hubreach
 from runspec.model import HubDataset, Spec
 from runspec.paths import RunPaths
-from runspec.preflight.report import CheckResult, failed, passed
+from runspec.checkresult import CheckResult, failed, passed
 
 
 def dataset_missing(hub: HubDataset, exc: BaseException) -> CheckResult | None:

@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from runspec.checkresult import CheckResult, failed, passed, warned
 from runspec.model import Spec
-from runspec.preflight.report import CheckResult, failed, passed, warned
 from runspec.units import format_bytes
 
 HEADROOM = 1.3

@@ -17,9 +17,9 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from runspec.checkresult import CheckResult, failed, passed, warned
 from runspec.host import FinishHost, container_reason
 from runspec.model import FinishAction, FinishSpec, Unverified
-from runspec.preflight.report import CheckResult, failed, passed, warned
 from runspec.providers import ProviderError, get_provider
 
 NAME = "finish"

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from runspec.checkresult import CheckResult, failed, passed, warned
 from runspec.model import TrainSpec
-from runspec.preflight.report import CheckResult, failed, passed, warned
 
 MATMUL_N = 2000
 # TF32 or reduced-precision reductions on a GPU give a relative error near 1e-3; a broken

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 from runspec.alerts import expand
-from runspec.preflight.report import CheckResult, failed, passed
+from runspec.checkresult import CheckResult, failed, passed
 
 _ENV_FIX = (
     "set it in /etc/runspec/env (the daemon's environment) or in the environment of "

@@ -15,10 +15,10 @@ from typing import Any
 import yaml
 
 from runspec.budgetfit import PROFILE_FIGURE, epochs_in, plan
+from runspec.checkresult import CheckResult, failed, passed, warned
 from runspec.clock import human_duration
 from runspec.model import BudgetFit, Spec
 from runspec.paths import RunPaths
-from runspec.preflight.report import CheckResult, failed, passed, warned
 
 PROFILE_WARMUP = 2
 PROFILE_STEPS = 5

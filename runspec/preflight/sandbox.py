@@ -17,9 +17,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from runspec.checkresult import CheckResult, failed, passed
 from runspec.model import Spec
 from runspec.paths import RunPaths
-from runspec.preflight.report import CheckResult, failed, passed
 from runspec.staging import hf_home_for
 
 # runspec.daemon.config.DEFAULT_CONFIG (the preflight may not import the daemon's modules).

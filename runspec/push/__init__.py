@@ -1,7 +1,7 @@
 """Verified pushes of a run's checkpoints and files to the Hub or a mounted folder.
 
-Light to import: huggingface_hub is imported only when a Hub target works. Importing the
-package registers every target class (runspec.push.base.PushTarget.kind_of finds them).
+Light to import: huggingface_hub is imported only when a Hub target works. The kinds of target
+are listed in runspec.push.targets.
 """
 
 from runspec.push.base import PushFailed, PushTarget, StagedFile

@@ -6,29 +6,28 @@ checks, on the remote side, that what arrived is what was sent; before a machine
 reads the final weights back and hashes what it got.
 
 Each target class owns what only it knows: the `push:` key it answers to, how to describe
-itself, its preflight check, the secrets it may hold (every subclass is registered as it is
-defined, so `scrub()` knows them all: a new target cannot forget its secrets), and whether
-its copies would die with the machine.
+itself, its preflight check, and whether its copies would die with the machine. Which classes
+there are is one explicit tuple (runspec.push.targets), not a side effect of importing them.
 """
 
 from __future__ import annotations
 
-import re
+import contextlib
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from runspec import redact
 from runspec.errors import RunspecError
 from runspec.push.manifest import ManifestEntry
 
 if TYPE_CHECKING:
-    from runspec.model import PushSpec, Spec
+    from runspec.checkresult import CheckResult
+    from runspec.model import Spec
     from runspec.paths import RunPaths
-    from runspec.preflight.report import CheckResult
-
-_TOKEN_SHAPE = re.compile(r"hf_[A-Za-z0-9]{6,}")
 
 
 class PushFailed(RunspecError):
@@ -44,26 +43,6 @@ class StagedFile:
 class PushTarget(ABC):
     description: str  # for people: "hub my-org/run1", "dir /mnt/vol/runs/run1"
     key: ClassVar[str]  # the push section's key it answers to: "hub", "dir"
-    _kinds: ClassVar[dict[str, type[PushTarget]]] = {}
-
-    def __init_subclass__(cls, **kwargs: object) -> None:
-        super().__init_subclass__(**kwargs)
-        # Only a class that names its own key is a kind: a subclass of one (a test's slow
-        # volume, say) must not take over every spec's push.
-        if "key" in cls.__dict__:
-            PushTarget._kinds[cls.key] = cls
-
-    @classmethod
-    def kind_of(cls, push: PushSpec) -> type[PushTarget]:
-        """The target class the push section names (its modules imported by runspec.push)."""
-        for key, kind in cls._kinds.items():
-            if getattr(push, key, None) is not None:
-                return kind
-        raise PushFailed(f"the push section names no target ({', '.join(cls._kinds)})")
-
-    @classmethod
-    def kinds(cls) -> list[type[PushTarget]]:
-        return list(cls._kinds.values())
 
     @classmethod
     @abstractmethod
@@ -78,11 +57,6 @@ class PushTarget(ABC):
     @abstractmethod
     def preflight(cls, spec: Spec, paths: RunPaths) -> CheckResult:
         """Whether pushes there can work, changing nothing there."""
-
-    @classmethod
-    def secrets(cls) -> tuple[str, ...]:
-        """Values that must never appear in a log line, a record or an error."""
-        return ()
 
     @classmethod
     def dies_with_machine(cls, spec: Spec, paths: RunPaths) -> str | None:
@@ -107,18 +81,17 @@ class PushTarget(ABC):
 
 
 def scrub(text: str) -> str:
-    """`text` with every secret a push target holds blanked out: error messages end up in
-    logs and records."""
-    secrets: set[str] = set()
-    for kind in PushTarget.kinds():
-        try:
-            secrets.update(kind.secrets())
-        except Exception:  # scrubbing must never raise; the token-shaped regex still applies
-            continue
-    for secret in sorted(secrets, key=len, reverse=True):
-        if secret:
-            text = text.replace(secret, "***")
-    return _TOKEN_SHAPE.sub("hf_***", text)
+    """`text` with every secret blanked out (error messages end up in logs and records): the
+    environment's (runspec.redact), and the Hub's stored login, the one secret a push may
+    hold that no environment variable does."""
+    hub = sys.modules.get("huggingface_hub")
+    if hub is not None:  # only where it was used could it know a token
+        stored = None
+        with contextlib.suppress(Exception):  # scrubbing never fails for want of a token store
+            stored = hub.get_token()
+        if stored:
+            text = text.replace(stored, "***")
+    return redact.scrub(text)
 
 
 def one_line(exc: BaseException) -> str:

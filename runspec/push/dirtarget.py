@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from runspec.atomic import fsync_dir
+from runspec.checkresult import CheckResult, failed, passed
 from runspec.model import FinishAction, Spec
 from runspec.paths import RunPaths
-from runspec.preflight.report import CheckResult, failed, passed
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
 from runspec.push.manifest import CHUNK, MANIFEST, ManifestEntry, digest_file
 

@@ -14,18 +14,16 @@ endpoint is read from HF_ENDPOINT when a push starts; the token is huggingface_h
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from runspec.checkresult import CheckResult, failed, passed
 from runspec.hubreach import UNREACHABLE_FIX, unreachable
 from runspec.model import Spec
 from runspec.paths import RunPaths
-from runspec.preflight.report import CheckResult, failed, passed
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
 from runspec.push.manifest import ManifestEntry
 from runspec.push.owner_check import MAX_BYTES, REUSE_FIX, held_elsewhere
@@ -70,15 +68,6 @@ class HubTarget(PushTarget):
     def where(cls, spec: Spec, paths: RunPaths) -> str:
         assert spec.push is not None and spec.push.hub is not None
         return f"hub {spec.push.hub.repo}"
-
-    @classmethod
-    def secrets(cls) -> tuple[str, ...]:
-        found = [os.environ.get("HF_TOKEN"), os.environ.get("HUGGING_FACE_HUB_TOKEN")]
-        if "huggingface_hub" in sys.modules:  # only where it was used could it know a token
-            # Scrubbing must never fail for want of a token store.
-            with contextlib.suppress(Exception):
-                found.append(_token())
-        return tuple(s for s in found if s)
 
     @classmethod
     def preflight(cls, spec: Spec, paths: RunPaths) -> CheckResult:

@@ -20,9 +20,9 @@ import logging
 import threading
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from runspec.backoff import pause_after
 from runspec.checkpoints import CheckpointFile
 from runspec.clock import SYSTEM, Clock, human_duration, utc_iso
 from runspec.meter import Meter
@@ -33,6 +33,8 @@ from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line, scru
 from runspec.push.collect import Stager, is_immutable
 from runspec.push.manifest import MANIFEST, Manifest, ManifestEntry
 from runspec.push.sending import send
+from runspec.push.targets import kind_of
+from runspec.requests import PushNow
 from runspec.state import PushRecord
 from runspec.units import format_bytes
 from runspec.voice import warning
@@ -45,14 +47,7 @@ RATE_MIN_BYTES = 1 << 20  # smaller pushes say little about the link's speed
 
 def make_target(spec: Spec, paths: RunPaths) -> PushTarget:
     assert spec.push is not None
-    return PushTarget.kind_of(spec.push).from_spec(spec, paths)
-
-
-@dataclass
-class _NowRequest:
-    final: bool
-    done: threading.Event = field(default_factory=threading.Event)
-    result: PushRecord | None = None
+    return kind_of(spec.push).from_spec(spec, paths)
 
 
 class Pusher:
@@ -88,7 +83,7 @@ class Pusher:
         self._cond = threading.Condition()
         self._want_checkpoint = False
         self._want_scheduled = False
-        self._now: list[_NowRequest] = []
+        self._now: list[PushNow] = []
         self._stopping = False
         self._last_commit: float | None = None  # monotonic
         self._last_verified: float | None = None  # monotonic
@@ -114,15 +109,10 @@ class Pusher:
             self._want_checkpoint = True
             self._cond.notify_all()
 
-    def request_scheduled(self) -> None:
-        with self._cond:
-            self._want_scheduled = True
-            self._cond.notify_all()
-
     def push_now(self, final: bool, timeout: float) -> PushRecord | None:
         """Push at once (no minimum interval) and wait at most `timeout` seconds; the
         verified push, or None. A final push includes the run's logs and state."""
-        request = _NowRequest(final)
+        request = PushNow(final=final)
         with self._cond:
             if self._thread is None or not self._thread.is_alive():
                 return None
@@ -154,7 +144,7 @@ class Pusher:
         manifest = self.verified
         return manifest.by_path() if manifest is not None else {}
 
-    def _next_kind(self) -> str | _NowRequest | None:
+    def _next_kind(self) -> str | PushNow | None:
         """What the worker should do now (called with the lock held). A trigger that is due
         goes before a push_now asked after it, so push_now also waits for it."""
         if not self._stopping and (kind := self._due_trigger()) is not None:
@@ -190,7 +180,7 @@ class Pusher:
             if job == "stop":
                 return
             try:
-                if isinstance(job, _NowRequest):
+                if isinstance(job, PushNow):
                     self._serve(job)
                 else:
                     self._attempt(False, always=False, checkpoint_only=job == "checkpoint")
@@ -198,13 +188,13 @@ class Pusher:
                 # Even recording a failure can fail (a full disk): log it, keep the worker.
                 log.exception("%s: push worker error", self.spec.name)
             finally:
-                if isinstance(job, _NowRequest):
+                if isinstance(job, PushNow):
                     job.done.set()
 
-    def _serve(self, request: _NowRequest) -> None:
+    def _serve(self, request: PushNow) -> None:
         """A final push always commits (it carries the run's record and log); an immediate
         one with nothing new to send is answered by the last verified push."""
-        request.result = self._attempt(request.final, always=request.final, answer_unchanged=True)
+        request.answer(self._attempt(request.final, always=request.final, answer_unchanged=True))
 
     def _attempt(
         self,
@@ -231,7 +221,7 @@ class Pusher:
 
     def _failed(self, message: str) -> None:
         self._failures += 1
-        delay = min(self.retry_max, self.retry_base * 2 ** (self._failures - 1))
+        delay = pause_after(self._failures, self.retry_base, self.retry_max)
         with self._cond:
             self._retry_at = self.clock.monotonic() + delay
         log.debug("%s: %s (retry in %.0f s)", self.spec.name, message, delay)
@@ -383,14 +373,15 @@ def push_until_verified(
     """Push, and push again after a failure (a dropped connection, a 500 the client gave up
     on), with a growing pause, until one is verified, `timeout` passed or `give_up` is set."""
     end = clock.monotonic() + timeout
-    pause = 1.0
+    failures = 0
     while True:
         left = end - clock.monotonic()
         pushed = pusher.push_now(final=final, timeout=max(left, 1.0))
         if pushed is not None:
             return pushed
+        failures += 1
+        pause = pause_after(failures, 1.0, 30.0)
         left = end - clock.monotonic()
         if left <= pause or (give_up is not None and give_up.is_set()):
             return None
         clock.sleep(pause)
-        pause = min(pause * 2, 30.0)

@@ -120,7 +120,7 @@ def model_card(
 ) -> str:
     """The card's text. `curves`: the curves PNG goes out beside it; `plots`: LibreYOLO's
     validation plots that go out too (paths relative to the run folder)."""
-    rows = read_epochs(Path(record.run_dir)) if record.run_dir else []
+    rows = read_epochs(paths.run_dir)
     tags = ["libreyolo", "object-detection", "runspec"]
     front = ["---", "library_name: libreyolo", "pipeline_tag: object-detection", "tags:"]
     front += [f"- {t}" for t in tags]

@@ -3,8 +3,6 @@ lines about it."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from runspec.budgetfit import of_record
 from runspec.clock import SYSTEM, Clock, human_duration
 from runspec.cost import run_cost
@@ -37,10 +35,8 @@ def _weights(files: list[str]) -> str:
     return f" ({', '.join(names)})" if names else ""
 
 
-def best_line(record: RunRecord) -> str | None:
-    if not record.run_dir:
-        return None
-    rows = read_epochs(Path(record.run_dir))
+def best_line(paths: RunPaths) -> str | None:
+    rows = read_epochs(paths.run_dir)
     best = rows[-1].get("best_metric") if rows else None
     if not isinstance(best, int | float):
         return None
@@ -57,7 +53,7 @@ def summary_lines(
     why = f": {record.why}" if record.why else ""
     first = f"summary: {term} at epoch {record.epoch}/{record.total_epochs}{why}"
     lines: list[str] = [Said(first, ERROR) if record.termination in FAILED else first]
-    if (best := best_line(record)) is not None:
+    if (best := best_line(paths)) is not None:
         lines.append(f"  {best}")
     push = record.last_push
     if spec.push is None:

@@ -24,18 +24,12 @@ log = logging.getLogger("runspec.views.runinfo")
 LOW_SPACE = 100_000_000  # bytes: below this free on a run's disks, status says so
 
 
-def run_dir_of(state: Path, name: str, record: RunRecord | None = None) -> Path:
-    if record is not None and record.run_dir:
-        return Path(record.run_dir)
-    return StateLayout(state).run_paths(name).run_dir
-
-
 def _spec(paths: RunPaths) -> Spec | None:
-    from runspec.loader import load_spec
+    from runspec.loader import load_accepted
 
     try:
-        return load_spec(paths.spec_file)
-    except (RunspecError, OSError):
+        return load_accepted(paths.spec_file)
+    except RunspecError:
         return None
 
 
@@ -94,7 +88,7 @@ def _low_space(paths: RunPaths) -> str | None:
 
 def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
     paths = StateLayout(state).run_paths(record.name)
-    run_dir = run_dir_of(state, record.name, record)
+    run_dir = paths.run_dir
     live = record.status not in (RunStatus.QUEUED, RunStatus.FINISHED)
     obs = _observe(run_dir, paths.control_dir) if live else {}
     spec = _spec(paths)
