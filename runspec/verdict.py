@@ -26,6 +26,7 @@ from runspec.owner import run_holder
 from runspec.paths import RunPaths, StateLayout
 from runspec.push.manifest import Manifest, digest_file
 from runspec.state import RecordStore, RunRecord, RunStatus, Termination
+from runspec.tombstone import unsafe_retired
 
 SUCCESSFUL = frozenset({Termination.COMPLETED, Termination.BUDGET})
 INDEX = ".index.json"  # the staging index (runspec.push.collect), read here without importing it
@@ -101,19 +102,23 @@ def run_safety(paths: RunPaths, spec: Spec, record: RunRecord) -> Safety:
     """Whether everything of this run that must leave the machine is verified at its target."""
     if record.status is RunStatus.QUEUED:
         return Safety(True, f"run {record.name} never started")
+    return files_safety(paths, spec)
+
+
+def files_safety(paths: RunPaths, spec: Spec) -> Safety:
+    """run_safety judged from the files alone (a damaged record says nothing of its status)."""
+    name = spec.name
     globs = spec.push.files if spec.push is not None else DEFAULT_PUSH_FILES
     files, newest_missing = demanded(paths.run_dir, globs)
     checkpoints = [rel for rel in files if _is_checkpoint(rel)]
     if spec.push is None:
         if checkpoints or newest_missing:
-            return Safety(
-                False, f"run {record.name} pushes nowhere: its weights are only on this disk"
-            )
-        return Safety(True, f"run {record.name} wrote no weights")
+            return Safety(False, f"run {name} pushes nowhere: its weights are only on this disk")
+        return Safety(True, f"run {name} wrote no weights")
     if newest_missing is not None:
         return Safety(
             False,
-            f"run {record.name}'s newest checkpoint {newest_missing} is not among push.files",
+            f"run {name}'s newest checkpoint {newest_missing} is not among push.files",
         )
     manifest = Manifest.load(paths.pushed_manifest)
     verified = manifest.by_path() if manifest is not None else {}
@@ -121,16 +126,16 @@ def run_safety(paths: RunPaths, spec: Spec, record: RunRecord) -> Safety:
     for rel in files:
         entry = verified.get(rel)
         if entry is None:
-            return Safety(False, f"run {record.name}: {rel} was never verified at its target")
+            return Safety(False, f"run {name}: {rel} was never verified at its target")
         if _sha256_now(paths.run_dir / rel, rel, staged) != entry.sha256:
             return Safety(
                 False,
-                f"run {record.name}: {rel} on this disk is not the copy verified at its "
+                f"run {name}: {rel} on this disk is not the copy verified at its "
                 f"target (that one is from epoch {entry.epoch})",
             )
     if not files:
-        return Safety(True, f"run {record.name} wrote nothing to push")
-    return Safety(True, f"run {record.name}: all {len(files)} files verified at the target")
+        return Safety(True, f"run {name} wrote nothing to push")
+    return Safety(True, f"run {name}: all {len(files)} files verified at the target")
 
 
 Verdict = Literal["safe", "unsafe", "wait", "blocked"]
@@ -190,6 +195,7 @@ def machine_verdict(
             safety = Safety(False, f"run {record.name}'s spec cannot be read: {exc}")
         if not safety.safe:
             unsafe.append(safety.why)
+    unsafe.extend(unsafe_retired(layout))
     if unsafe:
         more = f" (and {len(unsafe) - 1} more)" if len(unsafe) > 1 else ""
         return MachineVerdict("unsafe", unsafe[0] + more)
