@@ -222,7 +222,18 @@ def disarm(
     return False
 
 
+def end_unconfirmed(record: RunRecord) -> bool:
+    """The run ended, but the stop or destroy it asked for was never confirmed by the
+    provider: the machine may still bill, so its failsafe stays armed."""
+    finish = record.finish
+    asked = finish.get("requested") in ("stop", "destroy", "auto")
+    ending = asked or finish.get("action") in ("stop", "destroy")
+    return ending and finish.get("ok") is False and not finish.get("dry_run")
+
+
 def should_fire(record: RunRecord) -> tuple[bool, str]:
+    if record.status is RunStatus.FINISHED and end_unconfirmed(record):
+        return True, "the run ended, but the machine's end was never confirmed"
     if record.status is RunStatus.FINISHED:
         return False, "the run has ended; nothing to do"
     if record.status is RunStatus.QUEUED:

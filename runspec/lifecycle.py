@@ -167,7 +167,9 @@ class Lifecycle:
                 if status in failed_in or not self._recover(status, exc):
                     raise
                 failed_in.add(status)
-        if self.record.status is RunStatus.FINISHED:
+        if self.record.status is RunStatus.FINISHED and failsafe.end_unconfirmed(self.record):
+            self.say("failsafe: left armed: the machine's end was not confirmed")
+        elif self.record.status is RunStatus.FINISHED:
             failsafe.disarm(self.spec, self.paths, progress=self.say)
             self.paths.cancel_file.unlink(missing_ok=True)
         return self.record
