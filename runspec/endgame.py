@@ -37,6 +37,7 @@ from runspec.model import FinishAction, FinishSpec, Spec
 from runspec.owner import RunOwner, daemon_holder
 from runspec.paths import RunPaths, StateLayout
 from runspec.providers.persist import Attempt
+from runspec.readback import unread
 from runspec.state import RunStatus
 from runspec.verdict import MachineVerdict, machine_verdict, run_safety
 from runspec.views import messages
@@ -206,6 +207,13 @@ class Endgame:
         decision = resolve(
             pending.finish, verified, host, clock=self.clock, say=self.say, resume=resume
         )
+        fresh_destroy = decision.action == "destroy" and resume is None
+        not_read = unread(self.layout, self.say) if fresh_destroy else None
+        if not_read is not None:
+            # A destroy ends every run's disk: every run's weights must have read back.
+            self.say(f"the machine is not destroyed: {not_read}")
+            verified = False
+            decision = resolve(pending.finish, False, host, clock=self.clock, say=self.say)
         if announce is not None:
             announce(decision)
         else:

@@ -15,6 +15,7 @@ The pusher never writes the run's record itself: it tells the run's owner (runsp
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -317,6 +318,7 @@ class Pusher:
             problems = [f"read-back: {p}" for p in self.target.read_back(commit, weights)]
             if not problems:
                 self.progress(f"read back {len(weights)} weights files: the bytes match")
+                manifest = dataclasses.replace(manifest, read_back=True)
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise PushFailed(
