@@ -21,6 +21,7 @@ from typing import Literal
 
 from runspec.checkpoints import is_intact_cached
 from runspec.errors import Outcome, RunspecError
+from runspec.launcher import TrainerHandle
 from runspec.model import DEFAULT_PUSH_FILES, Spec
 from runspec.owner import run_holder
 from runspec.paths import RunPaths, StateLayout
@@ -157,26 +158,36 @@ def _load_spec(paths: RunPaths) -> Spec:
     return load_spec(paths.spec_file)
 
 
+def _still_driven(paths: RunPaths) -> bool:
+    """Someone holds the run's lock, or its trainer is alive (read only, nothing rewritten)."""
+    if run_holder(paths) is not None:
+        return True
+    handle = TrainerHandle.load(paths)
+    return handle is not None and handle.alive()
+
+
 def machine_verdict(
     layout: StateLayout, *, finishing: str | None = None, daemon_alive: bool = False
 ) -> MachineVerdict:
     """Whether this machine may end now, judging every run in the state folder.
 
-    blocked: a run is damaged, so nothing may end the machine; wait: a run is still being
-    driven (or queued, with a daemon to run it), so the end must wait for it; unsafe: some
-    run's newest weights are not verified elsewhere; safe: every run's are.
+    wait: a run is still being driven (or queued, with a daemon to run it; or damaged with its
+    trainer alive), so the end must wait for it; unsafe: some run's newest weights are not
+    verified elsewhere, or a run is damaged (a stop, never a destroy); safe: every run's are.
     `finishing` is the run asking, judged by its files though it is not finished yet.
     """
     scan = RecordStore(layout.state).scan()
-    if scan.damaged:
-        bad = scan.damaged[0]
-        return MachineVerdict(
-            "blocked",
-            f"run {bad.name} is damaged ({bad.reason}): nothing ends this machine until it is "
-            f"looked at (its record kept in {layout.job_dir(bad.name)}); then "
-            f"`runspec rm {bad.name}`",
-        )
     unsafe: list[str] = []
+    for bad in scan.damaged:
+        # Its status is unknown, so its weights cannot be judged: never a destroy; but a stop
+        # (the disk kept) may still end the machine's billing once nothing drives it.
+        if bad.name != finishing and _still_driven(layout.run_paths(bad.name)):
+            return MachineVerdict("wait", f"run {bad.name} is damaged and still being driven")
+        unsafe.append(
+            f"run {bad.name} is damaged ({bad.reason}): its weights cannot be judged, so the "
+            f"machine is not destroyed (its record kept in {layout.job_dir(bad.name)}; look at "
+            f"it, then `runspec rm {bad.name}`)"
+        )
     for record in scan.records:
         paths = layout.run_paths(record.name)
         mine = record.name == finishing

@@ -103,14 +103,16 @@ def test_a_run_that_pushes_nowhere_makes_the_machine_unsafe_once_it_trained(
     assert machine_verdict(StateLayout(state), daemon_alive=True).verdict == "wait"
 
 
-def test_a_damaged_record_blocks_every_machine_end(tmp_path: Path, write_spec: SpecWriter) -> None:
+def test_a_damaged_record_makes_the_machine_unsafe_never_blocked(
+    tmp_path: Path, write_spec: SpecWriter
+) -> None:
     state = tmp_path / "state"
     accept(load_spec(write_spec("fine")), state)
     accept(load_spec(write_spec("broken")), state)
     record_file = StateLayout(state).run_paths("broken").record_file
     record_file.write_bytes(b"\x8f\x01\xff\xfe\x00\x13\x88\x9a")
-    verdict = machine_verdict(StateLayout(state))
-    assert verdict.verdict == "blocked" and "broken" in verdict.why
+    verdict = machine_verdict(StateLayout(state))  # never a destroy; a stop may still end it
+    assert verdict.verdict == "unsafe" and "broken is damaged" in verdict.why
     assert "runspec rm broken" in verdict.why
     shutil.rmtree(StateLayout(state).job_dir("broken"))
     assert machine_verdict(StateLayout(state)).safe
