@@ -30,18 +30,27 @@ def host(standin: StandIn, provider_env: dict[str, str]) -> FinishHost:
     return FinishHost(provider=vast, end_window=60.0, retry_base=0.2)
 
 
+def broken(tmp_path: Path, write_spec: SpecWriter, finish: dict[str, str]) -> StateLayout:
+    """Run `broken`, trained and at its final push, its record then damaged."""
+    state = tmp_path / "state"
+    layout = StateLayout(state)
+    accept(load_spec(write_spec("broken", finish=finish, push=push(tmp_path))), state)
+    trained(layout.run_paths("broken"), 2)
+    pushed(RecordStore(state), "broken", Termination.COMPLETED)
+    layout.run_paths("broken").record_file.write_bytes(EIGHT_BYTES)
+    return layout
+
+
+def push(tmp_path: Path) -> dict[str, str]:
+    return {"dir": str(tmp_path / "volume")}
+
+
 def test_a_damaged_record_turns_a_destroy_into_a_stop(
     tmp_path: Path, write_spec: SpecWriter, standin: StandIn, provider_env: dict[str, str]
 ) -> None:
-    state = tmp_path / "state"
-    layout = StateLayout(state)
-    push = {"dir": str(tmp_path / "volume")}
-    accept(load_spec(write_spec("fine", finish=DESTROY, push=push)), state)
-    accept(load_spec(write_spec("broken", push=push)), state)
-    trained(layout.run_paths("broken"), 2)
-    pushed(RecordStore(state), "broken", Termination.COMPLETED)
-    ended(RecordStore(state), "fine", Termination.COMPLETED)
-    layout.run_paths("broken").record_file.write_bytes(EIGHT_BYTES)
+    layout = broken(tmp_path, write_spec, {"action": "none"})
+    accept(load_spec(write_spec("fine", finish=DESTROY, push=push(tmp_path))), layout.state)
+    ended(RecordStore(layout.state), "fine", Termination.COMPLETED)
 
     said: list[str] = []
     game = Endgame(layout, host=host(standin, provider_env), say=said.append)
@@ -57,16 +66,11 @@ def test_a_damaged_record_turns_a_destroy_into_a_stop(
 def test_the_failsafe_acts_on_a_damaged_runs_job_folder(
     tmp_path: Path, write_spec: SpecWriter, standin: StandIn, provider_env: dict[str, str]
 ) -> None:
-    state = tmp_path / "state"
-    layout = StateLayout(state)
-    push = {"dir": str(tmp_path / "volume")}
-    accept(load_spec(write_spec("broken", finish=DESTROY, push=push)), state)
-    trained(layout.run_paths("broken"), 2)
-    pushed(RecordStore(state), "broken", Termination.COMPLETED)
-    layout.run_paths("broken").record_file.write_bytes(EIGHT_BYTES)
-
+    layout = broken(tmp_path, write_spec, DESTROY)
     said: list[str] = []
-    code = failsafe.fire(state, "broken", host=host(standin, provider_env), progress=said.append)
+    code = failsafe.fire(
+        layout.state, "broken", host=host(standin, provider_env), progress=said.append
+    )
     assert code == 0, said
     assert any("acting on its job folder" in line for line in said)
     assert standin.made("DELETE") == [] and len(standin.made("PUT")) == 1
