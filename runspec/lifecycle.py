@@ -330,7 +330,7 @@ class Lifecycle:
         Supervisor(parts).run()
 
     def _final_push(self) -> None:
-        from runspec.push.pusher import push_until_verified
+        from runspec.push.until import push_until_verified
 
         self._note_cost()  # so the pushed record carries what the run cost so far
         handle = TrainerHandle.find(self.paths)

@@ -46,6 +46,7 @@ class HubServer:
         self._lies: set[str] = set()
         self._lie_all = False
         self._down = False
+        self.released = threading.Event()  # ends every hang
         self._lock = threading.RLock()
         self._conns: set[socket.socket] = set()
         handler = type("Handler", (Handler,), {"hub": self})
@@ -61,6 +62,7 @@ class HubServer:
         return self
 
     def stop(self) -> None:
+        self.released.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         # Kept-alive connections outlive the listener: cut them, or a later server given the
@@ -82,12 +84,13 @@ class HubServer:
         status: int = 400,
         method: str | None = None,
     ) -> None:
-        """The next `times` requests of kind `op` answer 500, drop the connection, or
+        """The next `times` requests of kind `op` answer 500, drop the connection, hang
+        ("hang": no answer until `stop()`, at most HANG_S, then a dropped connection), or
         ("echo") answer `status` with an error message and a header that quote the request's
         headers, Authorization included, as a careless proxy might: a test that the client's
         token is scrubbed. `method`: only requests with that method (a download's GET, not
         the HEAD before it)."""
-        if op not in OPS or mode not in ("500", "drop", "echo"):
+        if op not in OPS or mode not in ("500", "drop", "echo", "hang"):
             raise ValueError(f"unknown fault {op}/{mode}")
         with self._lock:
             self._faults.setdefault(op, []).append(Fault(mode, times, status, method))

@@ -8,6 +8,7 @@ import hashlib
 import pytest
 
 from runspec.clock import parse_utc_iso
+from runspec.push.until import push_until_verified
 from tests.fixtures_push import FakeRun, MakeRun, wait_until
 from tests.hubserver import HubServer
 
@@ -115,3 +116,16 @@ def test_hub_down_for_a_while_then_pushes_catch_up(
     for rel in ("weights/last.pt", "weights/best.pt", "weights/epoch_2.pt", "weights/epoch_4.pt"):
         assert remote_matches_local(hub_server, run, rel)
     assert pusher.pending_bytes() == 0
+
+
+def test_a_hung_final_push_says_so_in_push_error(hub_server: HubServer, make_run: MakeRun) -> None:
+    run = make_run()
+    run.epoch(1, best=False)
+    hub_server.fail("commit", "hang")  # the Hub takes the commit and never answers
+    pusher = run.pusher()
+    pushed = push_until_verified(pusher, final=True, timeout=2.0, clock=run.clock)
+    assert pushed is None
+    record = run.reload()
+    assert record.last_push is None
+    assert record.push_error is not None and "slow or hung" in record.push_error
+    assert "the final push was not verified within" in record.push_error

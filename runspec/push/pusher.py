@@ -372,27 +372,3 @@ class Pusher:
             f"{count} files{went}, {format_bytes(nbytes)} in {took}, verified{at}"
         )
         return pushed
-
-
-def push_until_verified(
-    pusher: Pusher,
-    *,
-    final: bool,
-    timeout: float,
-    clock: Clock,
-    give_up: threading.Event | None = None,
-) -> PushRecord | None:
-    """Push, and push again after a failure (a dropped connection, a 500 the client gave up
-    on), with a growing pause, until one is verified, `timeout` passed or `give_up` is set."""
-    end = clock.monotonic() + timeout
-    pause = 1.0
-    while True:
-        left = end - clock.monotonic()
-        pushed = pusher.push_now(final=final, timeout=max(left, 1.0))
-        if pushed is not None:
-            return pushed
-        left = end - clock.monotonic()
-        if left <= pause or (give_up is not None and give_up.is_set()):
-            return None
-        clock.sleep(pause)
-        pause = min(pause * 2, 30.0)
