@@ -131,6 +131,12 @@ class HubServer:
         with self._lock:
             return sum(1 for r in self.log if r.op == op and (status is None or r.status == status))
 
+    def lose_files(self, repo_id: str, repo_type: str = "model") -> None:
+        """Every file of the repo gone from its head (as after the repo was emptied)."""
+        with self._lock:
+            repo = self.repo(repo_id, repo_type)
+            self._commit(repo, {}, set(repo.head), "lost")
+
     def repo(self, repo_id: str, repo_type: str = "model") -> Repo:
         return self.repos[(repo_type, repo_id)]
 

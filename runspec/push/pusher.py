@@ -320,11 +320,32 @@ class Pusher:
                 self.progress(f"read back {len(weights)} weights files: the bytes match")
                 manifest = dataclasses.replace(manifest, read_back=True)
         if problems:
+            self._forget_lost(manifest, uploads, problems)
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise PushFailed(
                 f"push of {what} to {self.target.description} NOT verified: {problems[0]}{more}"
             )
         return self._verified_push(manifest, commit, uploads, started, sent)
+
+    def _forget_lost(
+        self, manifest: Manifest, uploads: list[StagedFile], problems: list[str]
+    ) -> None:
+        """Files verified before that the target no longer has (a repo deleted, a folder
+        emptied): forgotten, so the next push sends them again from the local copy, and the
+        verdict no longer counts them as off the machine meanwhile."""
+        sent = {item.entry.path for item in uploads}
+        lost = {
+            e.path
+            for e in manifest.entries
+            if e.path not in sent and any(p.startswith(f"{e.path}: ") for p in problems)
+        }
+        if not lost or self.verified is None:
+            return
+        kept = tuple(e for e in self.verified.entries if e.path not in lost)
+        self.verified = dataclasses.replace(self.verified, entries=kept, read_back=False)
+        self.verified.write(self.verified_file)
+        self.stager.forget(lost)
+        self.progress(f"the target lost {len(lost)} verified files; they are sent again")
 
     def _verified_push(
         self,
