@@ -19,9 +19,11 @@ deciding the machine's end at once.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from runspec.alerts import Alerts
@@ -31,10 +33,10 @@ from runspec.errors import RunspecError
 from runspec.finish import FinishContext, FinishHooks, FinishResult, apply_finish
 from runspec.host import FinishHost
 from runspec.loader import load_spec
-from runspec.locks import FileLock
+from runspec.locks import FileLock, Holder
 from runspec.machinefile import HISTORY_MAX, Pending, load_pending, save_pending
 from runspec.model import FinishAction, FinishSpec, Spec
-from runspec.owner import RunOwner, daemon_holder
+from runspec.owner import RunOwner, daemon_holder, is_unwritable
 from runspec.paths import RunPaths, StateLayout
 from runspec.providers.persist import Attempt
 from runspec.readback import unread
@@ -45,6 +47,7 @@ from runspec.views import messages
 log = logging.getLogger("runspec.endgame")
 
 MACHINE = "the machine"  # on whose behalf the idle finish acts
+FALLBACK_LOCK_DIR = Path("/run/runspec")  # the machine lock when the state folder is read-only
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class Endgame:
         self.say = say
         self.notify = tuple(notify)  # the daemon's URLs, for runs without their own
         self.finish_host = host or FinishHost()
+        self.fallback_lock_dir = FALLBACK_LOCK_DIR
 
     def alerts(self, run: str) -> Alerts:
         """Where word of this run's (or the machine's) end goes: its spec's URLs, else ours."""
@@ -97,14 +101,27 @@ class Endgame:
         return load_pending(self.layout)
 
     def _save(self, pending: Pending | None, event: str) -> None:
-        save_pending(self.layout, pending, event, self.clock)
+        try:
+            save_pending(self.layout, pending, event, self.clock)
+        except OSError as exc:
+            if not is_unwritable(exc):
+                raise
+            # A read-only state folder never stops the machine's end: it goes on unrecorded
+            # (a restart finds the folder as it was, and no other writer can exist).
+            self.say(f"cannot record the machine's end ({exc}); going on without it")
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[bool]:
         """The machine lock for the block: True when ours, False when another process is
         deciding the machine's end right now (it is left to them)."""
-        lock = FileLock(self.layout.machine_lock)
-        other = lock.try_acquire()
+        lock: FileLock | None = None
+        try:
+            lock = FileLock(self.layout.machine_lock)
+            other = lock.try_acquire()
+        except OSError as exc:
+            if not is_unwritable(exc):
+                raise
+            lock, other = self._lock_elsewhere(exc)
         if other is not None:
             self.say(f"the machine's end is being decided by {other}; leaving it to them")
             yield False
@@ -112,7 +129,21 @@ class Endgame:
         try:
             yield True
         finally:
-            lock.release()
+            if lock is not None:
+                lock.release()
+
+    def _lock_elsewhere(self, exc: OSError) -> tuple[FileLock | None, Holder | None]:
+        """A read-only state folder: the lock under /run, or none where nothing is writable."""
+        digest = hashlib.sha256(str(self.layout.state.absolute()).encode()).hexdigest()[:16]
+        lock = FileLock(self.fallback_lock_dir / f"machine-{digest}.lock")
+        try:
+            self.fallback_lock_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            other = lock.try_acquire()
+        except OSError as again:
+            self.say(f"the machine lock cannot be taken ({exc}; {again}); acting without it")
+            return None, None
+        self.say(f"the state folder is read-only ({exc}); the machine lock is {lock.path}")
+        return lock, other
 
     # --- arming ---------------------------------------------------------------------------
     def arm(

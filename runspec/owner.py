@@ -42,6 +42,14 @@ def is_no_space(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in NO_SPACE
 
 
+UNWRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def is_unwritable(exc: BaseException) -> bool:
+    """A folder made read-only (remounted, chattr +i): a state to say and wait out."""
+    return isinstance(exc, OSError) and exc.errno in UNWRITABLE
+
+
 NOTE_SIZE = 4096  # bytes reserved for the disk note: written in place, it needs no new block
 
 
