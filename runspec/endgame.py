@@ -31,6 +31,7 @@ from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.decision import Decision, ends_machine, resolve
 from runspec.errors import RunspecError
 from runspec.finish import FinishContext, FinishHooks, FinishResult, apply_finish
+from runspec.finishrecord import FinishRecord, FinishStep
 from runspec.host import FinishHost
 from runspec.loader import load_spec
 from runspec.locks import FileLock, Holder
@@ -206,7 +207,7 @@ class Endgame:
             # again all the same, so a destroy is never sent anew onto unsafe weights.
             self.say(f"the machine's end ({pending.action}) was under way; confirming it")
             now_safe = self.judge(finishing).safe
-            return self._apply(pending, now_safe, resume=pending.action, announce=_quiet)
+            return self._apply(pending, now_safe, resume=pending.action, announce=lambda told: None)
         verdict = self.judge(finishing)
         if verdict.verdict in ("wait", "blocked"):
             if pending.judged != verdict.why:
@@ -306,8 +307,8 @@ class Endgame:
             alerts.send_and_wait(messages.ended(spec, paths, owner.record, safety.safe, nxt))
 
         if not ends_machine(finish, safety.safe):
-            begun = owner.record.finish
-            resume = begun.get("action") if begun.get("step") == "applying" else None
+            begun = FinishRecord.from_json(owner.record.finish)
+            resume = begun.action if begun and begun.step is FinishStep.APPLYING else None
             decision = resolve(
                 finish, safety.safe, self.finish_host, clock=self.clock, say=self.say, resume=resume
             )
@@ -315,7 +316,7 @@ class Endgame:
 
             def begin(action: str) -> None:
                 # Recorded before a command runs: a restart never runs it a second time.
-                owner.update(finish={"step": "applying", "action": action})
+                owner.update(finish=FinishRecord.applying(action).to_json())
 
             result = apply_finish(
                 finish,
@@ -329,7 +330,7 @@ class Endgame:
                 decision=decision,
                 hooks=FinishHooks(begin=begin),
             )
-            owner.update(finish=result.to_json())
+            owner.update(finish=FinishRecord.applied(result).to_json())
             owner.transition(RunStatus.FINISHED, f"finish: {result.summary}")
             self._unconfirmed(alerts, spec.name, result)
             self.enter()  # another run's end may have waited for this one
@@ -345,15 +346,15 @@ class Endgame:
         )
         outcome = self.enter(finishing=spec.name, announce=announce)
         if outcome.result is not None:
-            owner.update(finish=outcome.result.to_json())
+            owner.update(finish=FinishRecord.applied(outcome.result).to_json())
             owner.transition(RunStatus.FINISHED, f"finish: {outcome.result.summary}")
         else:
-            deferred = f"finish deferred to the machine's end: {outcome.why}"
-            self.say(deferred)
+            deferred = FinishRecord.deferred(outcome.why)
+            self.say(deferred.summary)
             said = f"finish{' (dry run)' if self.dry_run else ''}: deferred ({outcome.why})"
             alerts.send_and_wait(messages.ended(spec, paths, owner.record, safety.safe, said))
-            owner.update(finish={"deferred": True, "why": outcome.why, "summary": deferred})
-            owner.transition(RunStatus.FINISHED, deferred)
+            owner.update(finish=deferred.to_json())
+            owner.transition(RunStatus.FINISHED, deferred.summary)
 
     # --- the failsafe ---------------------------------------------------------------------
     def failsafe(self, run: str, finish: FinishSpec, hourly_cost: float | None) -> Outcome:
@@ -383,10 +384,6 @@ class Endgame:
             )
             self.say(f"failsafe: {verdict.why}")
             return self._apply(pending, verdict.safe, resume=None)
-
-
-def _quiet(decision: Decision) -> None:
-    """A resumed end was told when it began."""
 
 
 def _ended_the_machine(pending: Pending) -> bool:

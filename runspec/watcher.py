@@ -22,6 +22,7 @@ from types import FrameType
 
 from runspec.atomic import write_json_atomic
 from runspec.clock import SYSTEM, Clock
+from runspec.finishrecord import FinishRecord
 from runspec.identity import ProcessIdentity
 from runspec.paths import RunPaths
 from runspec.state import DamagedRecord, RecordStore, RunRecord, RunStatus
@@ -80,10 +81,8 @@ def _ended(paths: RunPaths) -> str | None:
 def end_unconfirmed(record: RunRecord) -> bool:
     """The run ended, but the stop or destroy it asked for was never confirmed by the
     provider: the machine may still bill, so its failsafe stays armed."""
-    finish = record.finish
-    asked = finish.get("requested") in ("stop", "destroy", "auto")
-    ending = asked or finish.get("action") in ("stop", "destroy")
-    return ending and finish.get("ok") is False and not finish.get("dry_run")
+    finish = FinishRecord.from_json(record.finish)
+    return finish is not None and finish.unconfirmed_end
 
 
 def watch(

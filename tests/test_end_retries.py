@@ -15,6 +15,8 @@ from runspec import failsafe
 from runspec.accept import accept
 from runspec.clock import ManualClock, parse_utc_iso
 from runspec.endgame import Endgame
+from runspec.finish import FinishResult
+from runspec.finishrecord import FinishRecord
 from runspec.host import FinishHost
 from runspec.loader import load_spec
 from runspec.model import FinishAction, FinishSpec, Unverified
@@ -141,7 +143,8 @@ def test_a_run_whose_end_was_never_confirmed_is_ended_by_its_failsafe(
     store = RecordStore(state)
     record = ended(store, "a", Termination.COMPLETED)
     # What a destroy that ran out of tries leaves: the run finished, the machine not ended.
-    record.finish = {"requested": "destroy", "action": "destroy", "ok": False, "dry_run": False}
+    ran_out = FinishResult("destroy", "destroy", True, False, False, "DELETE", "not confirmed")
+    record.finish = FinishRecord.applied(ran_out).to_json()
     store.save(record)
     assert failsafe.should_fire(record)[0]
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from runspec.clock import SYSTEM, Clock, human_duration
 from runspec.cost import run_cost
+from runspec.finishrecord import FinishRecord
 from runspec.model import Spec
 from runspec.observer import read_epochs
 from runspec.paths import RunPaths
@@ -75,7 +76,7 @@ def summary_lines(
         f"  time: {human_duration(cost.billed_s)} billed{usd}; GPU idle "
         f"{human_duration(cost.gpu_idle_s)} (preflight, staging, final push, finish)"
     )
-    if record.finish:
-        finish = record.finish.get("summary") or record.finish.get("why") or record.finish
-        lines.append(f"  finish: {finish}")
+    finish = FinishRecord.from_json(record.finish)
+    if finish is not None:
+        lines.append(f"  finish: {finish.summary or finish.why or finish.step.value}")
     return lines
