@@ -86,6 +86,8 @@ def test_the_pid_file_is_written_even_when_detachs_parent_is_killed_at_once(
     try:
         wait_until(pid_file.exists, timeout=60, what="runspecd.pid")
         assert int(pid_file.read_text()) == child.pid
+        log = state / "runspecd.log"
+        wait_until(lambda: "runspecd: watching" in log.read_text(), timeout=60, what="serving")
         os.kill(int(pid_file.read_text()), signal.SIGTERM)  # the printed stop command works
         wait_until(lambda: not psutil.pid_exists(child.pid), timeout=60, what="the daemon")
         assert not pid_file.exists()  # a clean exit leaves no stale pid behind
