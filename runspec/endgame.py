@@ -19,63 +19,36 @@ deciding the machine's end at once.
 from __future__ import annotations
 
 import contextlib
-import json
+import hashlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from runspec.alerts import Alerts
-from runspec.atomic import write_json_atomic
 from runspec.clock import SYSTEM, Clock, utc_iso
+from runspec.decision import Decision, ends_machine, resolve
 from runspec.errors import RunspecError
-from runspec.finish import FinishContext, FinishResult, apply_finish, decide, ends_machine
+from runspec.finish import FinishContext, FinishHooks, FinishResult, apply_finish
+from runspec.finishrecord import FinishRecord, FinishStep
 from runspec.host import FinishHost
 from runspec.loader import load_accepted
-from runspec.locks import FileLock
+from runspec.locks import FileLock, Holder
+from runspec.machinefile import HISTORY_MAX, Pending, load_pending, save_pending
 from runspec.model import FinishAction, FinishSpec, Spec
-from runspec.owner import RunOwner, daemon_holder
+from runspec.owner import RunOwner, daemon_holder, is_unwritable
 from runspec.paths import RunPaths, StateLayout
+from runspec.providers.persist import Attempt
+from runspec.readback import unread
 from runspec.state import RunStatus
 from runspec.verdict import MachineVerdict, machine_verdict, run_safety
 from runspec.views import messages
 
 log = logging.getLogger("runspec.endgame")
 
-MACHINE_SCHEMA = 1
-HISTORY_MAX = 50
 MACHINE = "the machine"  # on whose behalf the idle finish acts
-
-Step = Literal["armed", "applying", "applied"]
-
-
-@dataclass
-class Pending:
-    """A machine-ending finish waiting to be applied, and how far it got."""
-
-    run: str
-    finish: FinishSpec
-    hourly_cost: float | None
-    weights: str
-    why: str
-    armed_at: str
-    step: Step = "armed"
-    action: str | None = None  # chosen when applying began
-    verified: bool | None = None
-    judged: str = ""
-    result: dict[str, Any] | None = None
-    force_unverified: bool = False  # a command finish whose run is unverified: its fallback
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["finish"] = self.finish.to_json()
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Pending:
-        values = dict(data)
-        values["finish"] = FinishSpec.from_json(values["finish"])
-        return cls(**values)
+FALLBACK_LOCK_DIR = Path("/run/runspec")  # the machine lock when the state folder is read-only
 
 
 @dataclass(frozen=True)
@@ -113,6 +86,8 @@ class Endgame:
         self.host = host
         self.say = say
         self.notify = tuple(notify)  # the daemon's URLs, for runs without their own
+        self.finish_host = host or FinishHost()
+        self.fallback_lock_dir = FALLBACK_LOCK_DIR
 
     def alerts(self, run: str) -> Alerts:
         """Where word of this run's (or the machine's) end goes: its spec's URLs, else ours."""
@@ -124,45 +99,30 @@ class Endgame:
 
     # --- the file -------------------------------------------------------------------------
     def load(self) -> Pending | None:
-        try:
-            data = json.loads(self.layout.machine_file.read_text())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
-            # Never guess at a half-known machine end: a damaged file is set aside and said.
-            log.error("machine.json is unreadable (%s); it is ignored", exc)
-            return None
-        try:
-            pending = data.get("pending") if isinstance(data, dict) else None
-            return Pending.from_json(pending) if isinstance(pending, dict) else None
-        except (KeyError, TypeError, ValueError) as exc:
-            log.error("machine.json holds no readable pending finish (%s); it is ignored", exc)
-            return None
-
-    def _history(self) -> list[dict[str, str]]:
-        try:
-            data = json.loads(self.layout.machine_file.read_text())
-            history = data.get("history", [])
-            return history if isinstance(history, list) else []
-        except (OSError, ValueError, AttributeError):
-            return []
+        return load_pending(self.layout)
 
     def _save(self, pending: Pending | None, event: str) -> None:
-        history = [*self._history(), {"time": utc_iso(self.clock.time()), "event": event}]
-        data = {
-            "schema": MACHINE_SCHEMA,
-            "pending": pending.to_json() if pending is not None else None,
-            "history": history[-HISTORY_MAX:],
-        }
-        write_json_atomic(self.layout.machine_file, data)
-        log.info("machine: %s", event)
+        try:
+            save_pending(self.layout, pending, event, self.clock)
+        except OSError as exc:
+            if not is_unwritable(exc):
+                raise
+            # A read-only state folder never stops the machine's end: it goes on unrecorded
+            # (a restart finds the folder as it was, and no other writer can exist).
+            self.say(f"cannot record the machine's end ({exc}); going on without it")
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[bool]:
         """The machine lock for the block: True when ours, False when another process is
         deciding the machine's end right now (it is left to them)."""
-        lock = FileLock(self.layout.machine_lock)
-        other = lock.try_acquire()
+        lock: FileLock | None = None
+        try:
+            lock = FileLock(self.layout.machine_lock)
+            other = lock.try_acquire()
+        except OSError as exc:
+            if not is_unwritable(exc):
+                raise
+            lock, other = self._lock_elsewhere(exc)
         if other is not None:
             self.say(f"the machine's end is being decided by {other}; leaving it to them")
             yield False
@@ -170,7 +130,21 @@ class Endgame:
         try:
             yield True
         finally:
-            lock.release()
+            if lock is not None:
+                lock.release()
+
+    def _lock_elsewhere(self, exc: OSError) -> tuple[FileLock | None, Holder | None]:
+        """A read-only state folder: the lock under /run, or none where nothing is writable."""
+        digest = hashlib.sha256(str(self.layout.state.absolute()).encode()).hexdigest()[:16]
+        lock = FileLock(self.fallback_lock_dir / f"machine-{digest}.lock")
+        try:
+            self.fallback_lock_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            other = lock.try_acquire()
+        except OSError as again:
+            self.say(f"the machine lock cannot be taken ({exc}; {again}); acting without it")
+            return None, None
+        self.say(f"the state folder is read-only ({exc}); the machine lock is {lock.path}")
+        return lock, other
 
     # --- arming ---------------------------------------------------------------------------
     def arm(
@@ -206,15 +180,23 @@ class Endgame:
             self._save(pending, f"armed {finish.action.value} for {run}: {why}{replaced}")
 
     # --- entering -------------------------------------------------------------------------
-    def enter(self, *, finishing: str | None = None) -> Outcome:
+    def enter(
+        self,
+        *,
+        finishing: str | None = None,
+        announce: Callable[[Decision], None] | None = None,
+    ) -> Outcome:
         """Apply the armed end if the machine may end now; go on from wherever a previous
-        entry stopped. `finishing`: the run whose own end this is (judged by its files)."""
+        entry stopped. `finishing`: the run whose own end this is (judged by its files);
+        `announce`: how that run tells the decision, right before it is acted on."""
         with self._locked() as mine:
             if not mine:
                 return Outcome("wait", "another process is deciding the machine's end")
-            return self._enter(finishing)
+            return self._enter(finishing, announce)
 
-    def _enter(self, finishing: str | None) -> Outcome:
+    def _enter(
+        self, finishing: str | None, announce: Callable[[Decision], None] | None = None
+    ) -> Outcome:
         pending = self.load()
         if pending is None:
             return Outcome("nothing", "no machine-ending finish is armed")
@@ -225,7 +207,7 @@ class Endgame:
             # again all the same, so a destroy is never sent anew onto unsafe weights.
             self.say(f"the machine's end ({pending.action}) was under way; confirming it")
             now_safe = self.judge(finishing).safe
-            return self._apply(pending, now_safe, resume=pending.action, told=True)
+            return self._apply(pending, now_safe, resume=pending.action, announce=lambda told: None)
         verdict = self.judge(finishing)
         if verdict.verdict in ("wait", "blocked"):
             if pending.judged != verdict.why:
@@ -236,20 +218,40 @@ class Endgame:
         verified = verdict.safe and not pending.force_unverified
         self.say(f"the machine's end: {verdict.why}")
         pending.judged = verdict.why
-        # A run's own end was told as it began its finish; a deferred or idle end is told now.
-        return self._apply(pending, verified, resume=None, told=pending.run == finishing)
+        # A run's own end is told by its run (announce); a deferred or idle end is told here.
+        mine = pending.run == finishing and announce is not None
+        return self._apply(pending, verified, resume=None, announce=announce if mine else None)
 
     def judge(self, finishing: str | None = None) -> MachineVerdict:
         daemon = daemon_holder(self.layout)
         return machine_verdict(self.layout, finishing=finishing, daemon_alive=daemon is not None)
 
     def _apply(
-        self, pending: Pending, verified: bool, *, resume: str | None, told: bool = False
+        self,
+        pending: Pending,
+        verified: bool,
+        *,
+        resume: str | None,
+        announce: Callable[[Decision], None] | None = None,
     ) -> Outcome:
         alerts = self.alerts(pending.run)
-        if not told:
-            nxt = decide(pending.finish, verified, None)
-            alerts.send_and_wait(messages.machine_end(pending.run, f"finish: {nxt[0]}", nxt[1]))
+        host = self.finish_host
+        decision = resolve(
+            pending.finish, verified, host, clock=self.clock, say=self.say, resume=resume
+        )
+        fresh_destroy = decision.action == "destroy" and resume is None
+        not_read = unread(self.layout, self.say) if fresh_destroy else None
+        if not_read is not None:
+            # A destroy ends every run's disk: every run's weights must have read back.
+            self.say(f"the machine is not destroyed: {not_read}")
+            verified = False
+            decision = resolve(pending.finish, False, host, clock=self.clock, say=self.say)
+        if announce is not None:
+            announce(decision)
+        else:
+            alerts.send_and_wait(messages.machine_end(pending.run, decision.line, decision.why))
+        if pending.until is None:
+            pending.until = self.clock.time() + host.end_window
 
         def begin(action: str) -> None:
             # Written before the action is taken: a restart then confirms it, never repeats it.
@@ -257,17 +259,25 @@ class Endgame:
                 pending.step, pending.action, pending.verified = "applying", action, verified
                 self._save(pending, f"applying {action} for {pending.run}")
 
-        ctx = FinishContext(pending.run, pending.hourly_cost, pending.weights)
+        def attempt(tried: Attempt) -> None:
+            pending.attempts = [*pending.attempts, tried.to_json()][-HISTORY_MAX:]
+            self._save(pending, f"{tried.action} for {pending.run}: {tried.answer}")
+
+        def refused(why: str) -> None:
+            alerts.send_and_wait(messages.unconfirmed(pending.run, why, "asked again: no"))
+
         result = apply_finish(
             pending.finish,
-            ctx,
+            FinishContext(pending.run, pending.hourly_cost, pending.weights),
             verified=verified,
             dry_run=self.dry_run,
             clock=self.clock,
             log=self.say,
-            host=self.host,
+            host=host,
             resume=resume,
-            on_begin=begin,
+            decision=decision,
+            hooks=FinishHooks(begin, attempt, refused),
+            until=pending.until,
         )
         pending.step, pending.result = "applied", result.to_json()
         pending.action = pending.action or result.action
@@ -288,33 +298,39 @@ class Endgame:
         armed for the machine and applied once nothing else is being driven."""
         finish = spec.finish
         safety = run_safety(paths, spec, owner.record)
-        ctx = FinishContext(spec.name, spec.budget.hourly_cost, str(paths.run_dir))
-        # Told before the finish acts: a destroy ends the machine and every thread on it.
-        action, why = decide(finish, safety.safe, None)
-        nxt = f"finish{' (dry run)' if self.dry_run else ''}: {action} ({why})"
-        said = messages.ended(spec, paths, owner.record, safety.safe, nxt)
         alerts = Alerts.choose(spec.notify, self.notify, self.say)
-        alerts.send_and_wait(said)
+
+        def announce(decision: Decision) -> None:
+            # Told before the finish acts: a destroy ends the machine and every thread on it.
+            dry = " (dry run)" if self.dry_run else ""
+            nxt = f"finish{dry}: {decision.action} ({decision.why})"
+            alerts.send_and_wait(messages.ended(spec, paths, owner.record, safety.safe, nxt))
+
         if not ends_machine(finish, safety.safe):
-            begun = owner.record.finish
-            resume = begun.get("action") if begun.get("step") == "applying" else None
+            begun = FinishRecord.from_json(owner.record.finish)
+            resume = begun.action if begun and begun.step is FinishStep.APPLYING else None
+            decision = resolve(
+                finish, safety.safe, self.finish_host, clock=self.clock, say=self.say, resume=resume
+            )
+            announce(decision)
 
             def begin(action: str) -> None:
                 # Recorded before a command runs: a restart never runs it a second time.
-                owner.finish_noted({"step": "applying", "action": action})
+                owner.finish_noted(FinishRecord.applying(action).to_json())
 
             result = apply_finish(
                 finish,
-                ctx,
+                FinishContext(spec.name, spec.budget.hourly_cost, str(paths.run_dir)),
                 verified=safety.safe,
                 dry_run=self.dry_run,
                 clock=self.clock,
                 log=self.say,
-                host=self.host,
+                host=self.finish_host,
                 resume=resume,
-                on_begin=begin,
+                decision=decision,
+                hooks=FinishHooks(begin=begin),
             )
-            owner.finish_noted(result.to_json())
+            owner.finish_noted(FinishRecord.applied(result).to_json())
             owner.transition(RunStatus.FINISHED, f"finish: {result.summary}")
             self._unconfirmed(alerts, spec.name, result)
             self.enter()  # another run's end may have waited for this one
@@ -323,20 +339,22 @@ class Endgame:
             spec.name,
             finish,
             hourly_cost=spec.budget.hourly_cost,
-            weights=ctx.weights,
+            weights=str(paths.run_dir),
             why=f"run {spec.name} ended ({safety.why})",
             # A command finish reaches the machine's end only as its unverified choice.
             force_unverified=finish.action is FinishAction.COMMAND,
         )
-        outcome = self.enter(finishing=spec.name)
+        outcome = self.enter(finishing=spec.name, announce=announce)
         if outcome.result is not None:
-            owner.finish_noted(outcome.result.to_json())
+            owner.finish_noted(FinishRecord.applied(outcome.result).to_json())
             owner.transition(RunStatus.FINISHED, f"finish: {outcome.result.summary}")
         else:
-            deferred = f"finish deferred to the machine's end: {outcome.why}"
-            self.say(deferred)
-            owner.finish_noted({"deferred": True, "why": outcome.why, "summary": deferred})
-            owner.transition(RunStatus.FINISHED, deferred)
+            deferred = FinishRecord.deferred(outcome.why)
+            self.say(deferred.summary)
+            said = f"finish{' (dry run)' if self.dry_run else ''}: deferred ({outcome.why})"
+            alerts.send_and_wait(messages.ended(spec, paths, owner.record, safety.safe, said))
+            owner.finish_noted(deferred.to_json())
+            owner.transition(RunStatus.FINISHED, deferred.summary)
 
     # --- the failsafe ---------------------------------------------------------------------
     def failsafe(self, run: str, finish: FinishSpec, hourly_cost: float | None) -> Outcome:

@@ -37,6 +37,7 @@ from runspec.host import FinishHost
 from runspec.model import FinishAction, Spec
 from runspec.paths import ENV_FILE, RunPaths, StateLayout
 from runspec.state import DamagedRecord, RecordStore, RunRecord, RunStatus
+from runspec.watcher import end_unconfirmed
 
 log = logging.getLogger("runspec.failsafe")
 
@@ -233,6 +234,8 @@ def disarm(
 
 
 def should_fire(record: RunRecord) -> tuple[bool, str]:
+    if record.status is RunStatus.FINISHED and end_unconfirmed(record):
+        return True, "the run ended, but the machine's end was never confirmed"
     if record.status is RunStatus.FINISHED:
         return False, "the run has ended; nothing to do"
     if record.status is RunStatus.QUEUED:
@@ -259,17 +262,24 @@ def fire(
     try:
         record = RecordStore(state_dir, clock).load(name)
     except DamagedRecord as exc:
-        record, why = None, str(exc)
+        # Its status is unknown, but its job folder still says what it asked for: the
+        # machine's end goes on from there (never a destroy: its weights cannot be judged).
+        progress(f"failsafe: {name}: {exc}; acting on its job folder")
     else:
-        why = f"no run named {name!r} in {state_dir}"
-    if record is None:
-        progress(f"failsafe: {why}")
-        _note_fired(paths, clock, {"applied": False, "why": why})
-        return 1
-    go, why = should_fire(record)
-    progress(f"failsafe: {name}: {why}")
-    if not go:
-        return 0
+        if record is None and RecordStore(state_dir, clock).damaged(name) is not None:
+            progress(
+                f"failsafe: {name}: its record was set aside as damaged; acting on its job folder"
+            )
+        elif record is None:
+            why = f"no run named {name!r} in {state_dir}"
+            progress(f"failsafe: {why}")
+            _note_fired(paths, clock, {"applied": False, "why": why})
+            return 1
+        else:
+            go, why = should_fire(record)
+            progress(f"failsafe: {name}: {why}")
+            if not go:
+                return 0
     try:
         spec = load_accepted(paths.spec_file)
     except RunspecError as exc:

@@ -18,11 +18,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from runspec import cost
 from runspec.clock import SYSTEM, Clock, human_duration, utc_iso
+from runspec.decision import Decision, resolve
 from runspec.host import NO_POWEROFF_ENV, REAL_POWEROFF, FinishHost, container_reason
-from runspec.model import FinishAction, FinishSpec, Unverified
-from runspec.providers import Action, Provider, ProviderError, get_provider
+from runspec.model import FinishSpec
+from runspec.providers import Action, Outcome, Provider, ProviderError
+from runspec.providers.persist import Attempt, Refused, Window, keep_ending
 from runspec.voice import error
 
 log = logging.getLogger("runspec.finish")
@@ -58,37 +59,18 @@ class FinishResult:
         return asdict(self)
 
 
-ENDS_MACHINE = frozenset(
-    {FinishAction.DESTROY, FinishAction.STOP, FinishAction.AUTO, FinishAction.POWEROFF}
-)
+def _nothing(_: object) -> None:
+    return None
 
 
-def ends_machine(finish: FinishSpec, verified: bool) -> bool:
-    """Whether this finish, as `decide` would resolve it, ends the machine's billing."""
-    if finish.action is FinishAction.NONE:
-        return False
-    if not verified:
-        return finish.unverified is not Unverified.KEEP
-    return finish.action in ENDS_MACHINE
+@dataclass(frozen=True)
+class FinishHooks:
+    """What the caller hears while a finish acts: the action right before it is taken, each
+    provider attempt, and a provider's permanent refusal (said to a person at once)."""
 
-
-def decide(finish: FinishSpec, verified: bool, provider: str | None) -> tuple[str, str]:
-    """(action, why): the spec's action when verified, else the `unverified` choice."""
-    action = finish.action
-    if action is FinishAction.NONE:
-        return "none", "finish.action is none"
-    if not verified:
-        choice = finish.unverified
-        return {
-            Unverified.STOP: "stop",
-            Unverified.KEEP: "keep",
-            Unverified.POWEROFF: "poweroff",
-        }[choice], f"final push not verified: finish.unverified is {choice.value}"
-    if action is FinishAction.AUTO:
-        assert finish.storage is not None  # the loader's rule: auto needs storage
-        choice_, why = cost.choose(finish.storage, provider)
-        return choice_.value, f"auto: {why}"
-    return action.value, f"final push verified: finish.action is {action.value}"
+    begin: Callable[[str], None] = _nothing
+    attempt: Callable[[Attempt], None] = _nothing
+    refused: Callable[[str], None] = _nothing
 
 
 class _Finisher:
@@ -96,28 +78,33 @@ class _Finisher:
         self,
         finish: FinishSpec,
         ctx: FinishContext,
+        decision: Decision,
         *,
-        verified: bool,
         dry_run: bool,
         host: FinishHost,
         clock: Clock,
         say: Callable[[str], None],
+        hooks: FinishHooks,
         resume: str | None = None,
-        on_begin: Callable[[str], None] | None = None,
+        until: float | None = None,
     ) -> None:
         self.finish = finish
+        self.decision = decision
         # Told the action right before anything irreversible is done (runspec.endgame records
-        # it, so a restart confirms it instead of choosing again).
-        self.on_begin: Callable[[str], None] = on_begin or (lambda action: None)
+        # it, so a restart confirms it instead of choosing again), each provider attempt, and
+        # a provider's permanent refusal (a person hears of it at once).
+        self.hooks = hooks
         self.ctx = ctx
         self.resume = resume  # an action requested before a restart: confirm, never repeat
-        self.verified = verified
+        self.verified = decision.verified
         self.dry_run = dry_run
         self.host = host
         self.clock = clock
         self.say = say
         self.started = clock.time()
         self.mono = clock.monotonic()
+        # The wall-clock time the end stops retrying (kept across restarts by the endgame).
+        self.until = until if until is not None else self.started + host.end_window
 
     def result(
         self, action: str, ok: bool, plan: str, summary: str, detail: str = "", **extra: Any
@@ -147,21 +134,12 @@ class _Finisher:
         self.say(error(LOUD + text))
 
     def run(self) -> FinishResult:
-        provider: Provider | None = None
-        provider_error = ""
-        if self._needs_provider():
-            try:
-                provider = self._provider()
-            except ProviderError as exc:
-                provider_error = str(exc)
-        action, why = decide(self.finish, self.verified, provider.name if provider else None)
-        if self.resume is not None and self.resume != action:
-            # A machine end once begun is finished as begun, never re-decided.
-            action, why = self.resume, f"{self.resume} was requested before a restart"
-        if self.finish.action is FinishAction.AUTO and self.verified and provider is None:
-            plan = f"choose stop or destroy ({provider_error})"
+        decision = self.decision
+        action, why = decision.action, decision.why
+        if decision.unresolved_auto:
+            plan = f"choose stop or destroy ({decision.provider_error})"
             self.announce(plan)
-            return self.kept(plan, f"cannot apply auto: {provider_error}")
+            return self.kept(plan, why)
         if action == "none":
             return self.none(why)
         self.say(f"finish: {why}")
@@ -171,22 +149,7 @@ class _Finisher:
             return self.command()
         if action == "poweroff":
             return self.poweroff()
-        return self.through_provider(Action(action), provider, provider_error)
-
-    def _needs_provider(self) -> bool:
-        finish = self.finish
-        if self.resume in ("stop", "destroy"):
-            return True
-        if not self.verified:
-            return finish.action is not FinishAction.NONE and finish.unverified is Unverified.STOP
-        return finish.action in (FinishAction.STOP, FinishAction.DESTROY, FinishAction.AUTO)
-
-    def _provider(self) -> Provider:
-        if self.host.provider is not None:
-            return self.host.provider
-        provider, how = get_provider(self.finish.provider, self.host.env, clock=self.clock)
-        self.say(f"finish: provider {provider.name} ({how})")
-        return provider
+        return self.through_provider(Action(action), decision.provider, decision.provider_error)
 
     def not_repeated(self, action: str, plan: str) -> FinishResult:
         """A command or poweroff begun before a restart: running it twice could do harm."""
@@ -229,7 +192,7 @@ class _Finisher:
         self.announce(plan)
         if self.dry_run:
             return self.result("command", True, plan, "dry run: command not run")
-        self.on_begin("command")
+        self.hooks.begin("command")
         if exe is None:
             detail = f"{argv[0]!r} is not on PATH"
             self.say(f"finish: command failed: {detail}")
@@ -280,7 +243,7 @@ class _Finisher:
         self.announce(plan)
         if self.dry_run:
             return self.result("poweroff", True, plan, "dry run: not powered off")
-        self.on_begin("poweroff")
+        self.hooks.begin("poweroff")
         errors = []
         for argv in self.host.poweroff_commands:
             exe = shutil.which(argv[0])
@@ -329,19 +292,21 @@ class _Finisher:
         self.announce(plan)
         if self.dry_run:
             return self.result(action.value, True, plan, f"dry run: not {action.value}ed")
-        self.on_begin(action.value)
-        try:
-            if resumed and action is Action.DESTROY and not self.verified:
-                # Begun before a restart, and the disk no longer looks safe (a run arrived):
-                # confirm what was sent, never send a destroy again.
-                outcome = provider.confirm_only(action)
-            elif resumed:
-                outcome = provider.resume(action)
-            else:
-                outcome = provider.apply(action)
-        except ProviderError as exc:
-            self.say(f"finish: {provider.name} refused or failed: {exc}")
-            return self.kept(plan, f"{provider.name} {action.value} failed: {exc}")
+        self.hooks.begin(action.value)
+        # Sent anew only when every run is safe now; else only confirmed (a run arrived since).
+        send = not (resumed and action is Action.DESTROY and not self.verified)
+        outcome, refused = self.keep_trying(provider, action, resumed, send, share=0.5)
+        if not (outcome and outcome.confirmed) and action is Action.DESTROY and provider.can_stop:
+            # A destroy that keeps failing: a stop still ends the GPU's billing, disk kept.
+            why = refused or (outcome.detail if outcome else "")
+            self.loud(f"the destroy did not happen ({why}); stopping the machine instead")
+            self.hooks.begin(Action.STOP.value)
+            plan = provider.plan(Action.STOP)
+            self.announce(plan)
+            action = Action.STOP
+            outcome, refused = self.keep_trying(provider, action, False, True, share=1.0)
+        if outcome is None:
+            return self.kept(plan, f"{provider.name} refused the {action.value}: {refused}")
         if outcome.confirmed:
             summary = f"{action.value}: {provider.name} reports instance {outcome.instance} "
             summary += f"{outcome.state}"
@@ -349,7 +314,7 @@ class _Finisher:
                 summary += f" ({provider.stop_bills})"
             self.say(f"finish: {summary}")
             return self.result(action.value, True, plan, summary, provider=outcome.to_json())
-        self.loud(f"{provider.name} accepted the {action.value} but {outcome.detail}")
+        self.loud(f"{provider.name}: the {action.value} is not confirmed: {outcome.detail}")
         return self.result(
             action.value,
             False,
@@ -358,6 +323,30 @@ class _Finisher:
             outcome.detail,
             provider=outcome.to_json(),
         )
+
+    def keep_trying(
+        self, provider: Provider, action: Action, resumed: bool, send: bool, share: float
+    ) -> tuple[Outcome | None, str]:
+        """(the outcome, or None when refused for good; the refusal). A destroy gets
+        `share` of the time left, so a fallback stop still has its turn."""
+        left = max(0.0, self.until - self.clock.time()) * share
+        window = Window(self.clock.monotonic() + left, self.host.retry_base)
+        try:
+            if not send:
+                instance = provider.identify()
+                call = provider.describe_call(action, instance)
+                within = min(left, provider.confirm_timeout)
+                return provider.confirm(action, instance, call, within=within), ""
+            return keep_ending(
+                provider, action, window, resumed=resumed, on_attempt=self.hooks.attempt
+            ), ""
+        except Refused as exc:
+            self.loud(f"{provider.name} refused the {action.value} for good: {exc}")
+            self.hooks.refused(f"{provider.name} refused the {action.value} for good: {exc}")
+            return None, str(exc)
+        except ProviderError as exc:
+            self.say(f"finish: {provider.name} failed: {exc}")
+            return None, str(exc)
 
 
 def apply_finish(
@@ -370,21 +359,29 @@ def apply_finish(
     log: Callable[[str], None] = print,
     host: FinishHost | None = None,
     resume: str | None = None,
-    on_begin: Callable[[str], None] | None = None,
+    decision: Decision | None = None,
+    hooks: FinishHooks | None = None,
+    until: float | None = None,
 ) -> FinishResult:
     """Apply the finish action (or, unverified, the `finish.unverified` choice); never raises
     for what the machine or the provider does: the result says what happened. `resume`: the
-    action a previous process had begun (runspec.endgame): it is confirmed, never repeated."""
+    action a previous process had begun (runspec.endgame): it is confirmed, never repeated.
+    `decision`: the one made for the message already (else it is made here, the same way);
+    `until`: the wall-clock time a provider's end stops retrying."""
+    host = host or FinishHost()
+    if decision is None:
+        decision = resolve(finish, verified, host, clock=clock, say=log, resume=resume)
     finisher = _Finisher(
         finish,
         ctx,
-        verified=verified,
+        decision,
         dry_run=dry_run,
-        host=host or FinishHost(),
+        host=host,
         clock=clock,
         say=log,
+        hooks=hooks or FinishHooks(),
         resume=resume,
-        on_begin=on_begin,
+        until=until,
     )
     result = finisher.run()
     logging.getLogger("runspec.finish").info(
@@ -393,7 +390,7 @@ def apply_finish(
         result.requested,
         result.action,
         result.ok,
-        verified,
+        decision.verified,
         dry_run,
         result.summary,
     )

@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runspec.providers import Provider
+from runspec.providers.persist import RETRY_BASE
 
 COMMAND_TIMEOUT = 300.0
+END_WINDOW = 1800.0
 REAL_POWEROFF: tuple[tuple[str, ...], ...] = (("systemctl", "poweroff"), ("shutdown", "-h", "now"))
 # Set by the test suite for every test (tests/fixtures_providers.py): the real poweroff
 # commands are then refused, whatever container detection says about the machine.
@@ -29,6 +31,10 @@ class FinishHost:
     env: Mapping[str, str] | None = None  # the provider adapters' environment (None: os.environ)
     provider: Provider | None = None  # a ready adapter instead of finish.provider's
     command_timeout: float = COMMAND_TIMEOUT
+    # How long a stop or destroy keeps being retried until the provider confirms it, and the
+    # first pause between tries (doubled each time, Retry-After honoured).
+    end_window: float = END_WINDOW
+    retry_base: float = RETRY_BASE
 
 
 def container_reason(host: FinishHost) -> str | None:

@@ -169,7 +169,9 @@ class Lifecycle:
                 if status in failed_in or not self._recover(status, exc):
                     raise
                 failed_in.add(status)
-        if self.record.status is RunStatus.FINISHED:
+        if self.record.status is RunStatus.FINISHED and failsafe.end_unconfirmed(self.record):
+            self.say("failsafe: left armed: the machine's end was not confirmed")
+        elif self.record.status is RunStatus.FINISHED:
             failsafe.disarm(self.spec, self.paths, progress=self.say)
             self.paths.cancel_file.unlink(missing_ok=True)
         return self.record
@@ -333,17 +335,14 @@ class Lifecycle:
             pusher=self.pusher,
             alerts=self.alerts,
             options=SupervisorOptions(
-                tick=opts.tick,
-                stop_grace=opts.stop_grace,
-                hang_floor=opts.hang_floor,
-                first_epoch_hang=opts.first_epoch_hang,
+                opts.tick, opts.stop_grace, opts.hang_floor, opts.first_epoch_hang
             ),
         )
         Supervisor(parts).run()
 
     def _final_push(self) -> None:
         from runspec.push.cardpush import made_weights, push_card
-        from runspec.push.pusher import push_until_verified
+        from runspec.push.until import push_until_verified
 
         self._note_cost()  # so the pushed record carries what the run cost so far
         handle = TrainerHandle.find(self.paths)
@@ -359,8 +358,8 @@ class Lifecycle:
             from runspec.push.report import prepare
 
             prepare(self.spec, self.paths, self.record, self.say)  # the curves and the card
-            remaining = deadline_of(self.record) + self.spec.budget.overrun - self.clock.time()
             # Past deadline + overrun already: one short, bounded try.
+            remaining = deadline_of(self.record) + self.spec.budget.overrun - self.clock.time()
             timeout = max(remaining, 15.0)
             self.say(f"final push (at most {human_duration(timeout)} to verify it)")
             pushed = push_until_verified(
@@ -375,7 +374,8 @@ class Lifecycle:
                 self.say(error(lost))
             else:
                 self._stop_pusher()  # the card's commit is the last; none may race it
-                push_card(pusher.target, self.paths, self.say, deadline_of(self.record) - self.clock.time())
+                left = deadline_of(self.record) - self.clock.time()
+                push_card(pusher.target, self.paths, self.say, left)
         term = self.record.termination or Termination.COMPLETED
         if term in NO_FINISH or not self.options.finish:
             nxt = f"no finish action ({term.value}): the machine is kept"

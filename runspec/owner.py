@@ -42,6 +42,14 @@ def is_no_space(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in NO_SPACE
 
 
+UNWRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def is_unwritable(exc: BaseException) -> bool:
+    """A folder made read-only (remounted, chattr +i): a state to say and wait out."""
+    return isinstance(exc, OSError) and exc.errno in UNWRITABLE
+
+
 NOTE_SIZE = 4096  # bytes reserved for the disk note: written in place, it needs no new block
 
 
@@ -105,7 +113,22 @@ def take_daemon_lock(layout: StateLayout) -> FileLock:
             f"another runspec daemon ({found}) already uses the state folder {layout.state}; "
             "stop it first or pass a different --state"
         )
+    # The daemon itself says its pid, once it holds the state folder: a `daemon --detach`
+    # whose parent was killed before it could write the file still leaves a stop that works.
+    try:
+        write_bytes(layout.daemon_pid, f"{os.getpid()}\n".encode(), mode=0o644)
+    except OSError as exc:
+        log.warning("cannot write %s: %s", layout.daemon_pid, exc)
     return lock
+
+
+def drop_daemon_pid(layout: StateLayout) -> None:
+    """At the daemon's clean exit: a stale pid file could name another process later."""
+    try:
+        if layout.daemon_pid.read_text().strip() == str(os.getpid()):
+            layout.daemon_pid.unlink()
+    except (OSError, ValueError):
+        pass
 
 
 class RunLock:

@@ -9,6 +9,8 @@
 <state>/runspecd.lock        held by the one daemon of this state folder
 <state>/machine.json         the machine's end: a pending finish and how far it got
 <state>/machine.lock         held while the machine's end is decided or applied
+<state>/retired/             tombstones of runs retired by `rm --force` with weights left
+                             behind unverified (runspec.tombstone)
 <state>/jobs/<name>/         runspec's own files for the run:
     paths.json               where its run folder and data are (decided once, at accept)
     record.json              the RunRecord (record.damaged-*.json: a damaged one set aside)
@@ -97,6 +99,10 @@ class StateLayout:
     @property
     def machine_lock(self) -> Path:
         return self.state / "machine.lock"
+
+    @property
+    def retired(self) -> Path:
+        return self.state / "retired"
 
     @property
     def daemon_pid(self) -> Path:

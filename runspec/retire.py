@@ -8,7 +8,6 @@ itself as `NAME.removed-<UTC time>`, the old weights stay on the disk and the na
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from pathlib import Path
@@ -16,18 +15,14 @@ from pathlib import Path
 from runspec.errors import UsageError
 
 
-def set_aside(run_dir: Path, when: float) -> Path | None:
-    """Rename a kept run folder to `<name>.removed-<stamp>` beside it; None when it is not
-    there. A rename in the same folder: never a copy, never across filesystems."""
-    if not run_dir.exists() and not run_dir.is_symlink():
-        return None
+def aside_name(run_dir: Path, when: float) -> Path:
+    """Where a kept run folder goes: `<name>.removed-<stamp>` beside it, a name not yet taken.
+    The caller renames it there (in the same folder: never a copy, never across filesystems)."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when))
     for n in range(1000):
         dest = run_dir.with_name(f"{run_dir.name}.removed-{stamp}{f'-{n}' if n else ''}")
-        if dest.exists() or dest.is_symlink():
-            continue
-        os.rename(run_dir, dest)
-        return dest
+        if not dest.exists() and not dest.is_symlink():
+            return dest
     raise UsageError(f"cannot find a free name beside {run_dir} to move it to")
 
 

@@ -255,7 +255,7 @@ class Supervisor:
             self.owner.transition(RunStatus.STOPPING, reason, why)
 
     def _push_newest_now(self) -> PushRecord | None:
-        from runspec.push.pusher import push_until_verified
+        from runspec.push.until import push_until_verified
 
         pusher = self.lc.pusher()
         if pusher is None:

@@ -20,11 +20,13 @@ from typing import Literal
 
 from runspec.checkpoints import is_intact_cached
 from runspec.errors import Outcome, RunspecError
+from runspec.launcher import TrainerHandle
 from runspec.model import DEFAULT_PUSH_FILES, Spec
 from runspec.owner import run_holder
 from runspec.paths import RunPaths, StateLayout
 from runspec.push.manifest import Manifest, digest_file
 from runspec.state import RecordStore, RunRecord, RunStatus, Termination
+from runspec.tombstone import unsafe_retired
 
 SUCCESSFUL = frozenset({Termination.COMPLETED, Termination.BUDGET})
 INDEX = ".index.json"  # the staging index (runspec.push.collect), read here without importing it
@@ -100,19 +102,23 @@ def run_safety(paths: RunPaths, spec: Spec, record: RunRecord) -> Safety:
     """Whether everything of this run that must leave the machine is verified at its target."""
     if record.status is RunStatus.QUEUED:
         return Safety(True, f"run {record.name} never started")
+    return files_safety(paths, spec)
+
+
+def files_safety(paths: RunPaths, spec: Spec) -> Safety:
+    """run_safety judged from the files alone (a damaged record says nothing of its status)."""
+    name = spec.name
     globs = spec.push.files if spec.push is not None else DEFAULT_PUSH_FILES
     files, newest_missing = demanded(paths.run_dir, globs)
     checkpoints = [rel for rel in files if _is_checkpoint(rel)]
     if spec.push is None:
         if checkpoints or newest_missing:
-            return Safety(
-                False, f"run {record.name} pushes nowhere: its weights are only on this disk"
-            )
-        return Safety(True, f"run {record.name} wrote no weights")
+            return Safety(False, f"run {name} pushes nowhere: its weights are only on this disk")
+        return Safety(True, f"run {name} wrote no weights")
     if newest_missing is not None:
         return Safety(
             False,
-            f"run {record.name}'s newest checkpoint {newest_missing} is not among push.files",
+            f"run {name}'s newest checkpoint {newest_missing} is not among push.files",
         )
     manifest = Manifest.load(paths.pushed_manifest)
     verified = manifest.by_path() if manifest is not None else {}
@@ -120,16 +126,16 @@ def run_safety(paths: RunPaths, spec: Spec, record: RunRecord) -> Safety:
     for rel in files:
         entry = verified.get(rel)
         if entry is None:
-            return Safety(False, f"run {record.name}: {rel} was never verified at its target")
+            return Safety(False, f"run {name}: {rel} was never verified at its target")
         if _sha256_now(paths.run_dir / rel, rel, staged) != entry.sha256:
             return Safety(
                 False,
-                f"run {record.name}: {rel} on this disk is not the copy verified at its "
+                f"run {name}: {rel} on this disk is not the copy verified at its "
                 f"target (that one is from epoch {entry.epoch})",
             )
     if not files:
-        return Safety(True, f"run {record.name} wrote nothing to push")
-    return Safety(True, f"run {record.name}: all {len(files)} files verified at the target")
+        return Safety(True, f"run {name} wrote nothing to push")
+    return Safety(True, f"run {name}: all {len(files)} files verified at the target")
 
 
 Verdict = Literal["safe", "unsafe", "wait", "blocked"]
@@ -151,26 +157,36 @@ def _load_spec(paths: RunPaths) -> Spec:
     return load_accepted(paths.spec_file)
 
 
+def _still_driven(paths: RunPaths) -> bool:
+    """Someone holds the run's lock, or its trainer is alive (read only, nothing rewritten)."""
+    if run_holder(paths) is not None:
+        return True
+    handle = TrainerHandle.load(paths)
+    return handle is not None and handle.alive()
+
+
 def machine_verdict(
     layout: StateLayout, *, finishing: str | None = None, daemon_alive: bool = False
 ) -> MachineVerdict:
     """Whether this machine may end now, judging every run in the state folder.
 
-    blocked: a run is damaged, so nothing may end the machine; wait: a run is still being
-    driven (or queued, with a daemon to run it), so the end must wait for it; unsafe: some
-    run's newest weights are not verified elsewhere; safe: every run's are.
+    wait: a run is still being driven (or queued, with a daemon to run it; or damaged with its
+    trainer alive), so the end must wait for it; unsafe: some run's newest weights are not
+    verified elsewhere, or a run is damaged (a stop, never a destroy); safe: every run's are.
     `finishing` is the run asking, judged by its files though it is not finished yet.
     """
     scan = RecordStore(layout.state).scan()
-    if scan.damaged:
-        bad = scan.damaged[0]
-        return MachineVerdict(
-            "blocked",
-            f"run {bad.name} is damaged ({bad.reason}): nothing ends this machine until it is "
-            f"looked at (its record kept in {layout.job_dir(bad.name)}); then "
-            f"`runspec rm {bad.name}`",
-        )
     unsafe: list[str] = []
+    for bad in scan.damaged:
+        # Its status is unknown, so its weights cannot be judged: never a destroy; but a stop
+        # (the disk kept) may still end the machine's billing once nothing drives it.
+        if bad.name != finishing and _still_driven(layout.run_paths(bad.name)):
+            return MachineVerdict("wait", f"run {bad.name} is damaged and still being driven")
+        unsafe.append(
+            f"run {bad.name} is damaged ({bad.reason}): its weights cannot be judged, so the "
+            f"machine is not destroyed (its record kept in {layout.job_dir(bad.name)}; look at "
+            f"it, then `runspec rm {bad.name}`)"
+        )
     for record in scan.records:
         paths = layout.run_paths(record.name)
         mine = record.name == finishing
@@ -189,6 +205,7 @@ def machine_verdict(
             safety = Safety(False, f"run {record.name}'s spec cannot be read: {exc}")
         if not safety.safe:
             unsafe.append(safety.why)
+    unsafe.extend(unsafe_retired(layout))
     if unsafe:
         more = f" (and {len(unsafe) - 1} more)" if len(unsafe) > 1 else ""
         return MachineVerdict("unsafe", unsafe[0] + more)

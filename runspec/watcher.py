@@ -22,9 +22,10 @@ from types import FrameType
 
 from runspec.atomic import write_json_atomic
 from runspec.clock import SYSTEM, Clock
+from runspec.finishrecord import FinishRecord
 from runspec.identity import ProcessIdentity
 from runspec.paths import RunPaths
-from runspec.state import DamagedRecord, RecordStore, RunStatus
+from runspec.state import DamagedRecord, RecordStore, RunRecord, RunStatus
 
 POLL_S = 30.0  # how often a waiting watcher looks whether its run ended
 
@@ -63,15 +64,25 @@ def stop(paths: RunPaths) -> bool:
 def _ended(paths: RunPaths) -> str | None:
     if not paths.job_dir.is_dir():
         return "its state folder is gone"
+    store = RecordStore(paths.state)
     try:
-        record = RecordStore(paths.state).load(paths.name)
+        record = store.load(paths.name)
     except DamagedRecord:
         return None  # still there; firing judges it
+    if record is None and store.damaged(paths.name) is not None:
+        return None  # set aside as damaged: firing acts on its job folder
     if record is None:
         return "its record is gone"
-    if record.status is RunStatus.FINISHED:
+    if record.status is RunStatus.FINISHED and not end_unconfirmed(record):
         return "the run has ended"
     return None
+
+
+def end_unconfirmed(record: RunRecord) -> bool:
+    """The run ended, but the stop or destroy it asked for was never confirmed by the
+    provider: the machine may still bill, so its failsafe stays armed."""
+    finish = FinishRecord.from_json(record.finish)
+    return finish is not None and finish.unconfirmed_end
 
 
 def watch(

@@ -42,7 +42,8 @@ class Recorded:
 class Answer:
     status: int = 200
     body: Any = None  # dict/list: JSON; str/bytes: as is
-    delay: float = 0.0
+    delay: float = 0.0  # a hang: the answer comes this late (the request still acts)
+    headers: dict[str, str] = field(default_factory=dict)  # e.g. Retry-After
 
     def encoded(self) -> tuple[bytes, str]:
         if isinstance(self.body, bytes):
@@ -122,9 +123,14 @@ def vast_answers_stopped(standin: StandIn, instance: str = "4242") -> None:
 
 
 class VastInstance:
-    """vast.ai's API for one instance that reads running until a stop or a destroy was asked
-    for, then (after `confirm_polls` more reads) stopped or gone. `on_delete` runs when the
-    DELETE arrives (a test checks the machine's state at that very moment)."""
+    """vast.ai's API for one instance that reads running until a stop or a destroy took
+    effect, then (after `confirm_polls` more reads) stopped or gone. `on_delete` runs when the
+    DELETE arrives (a test checks the machine's state at that very moment).
+
+    The provider's faults: `deletes` and `puts` are the answers each request gets in turn (the
+    last repeating; default 200); a request takes effect only when its answer is a 2xx, even
+    one that comes too late for the client (a hang: `Answer(200, delay=...)`). `never_gone`:
+    a DELETE is accepted but the instance keeps reading running."""
 
     PATH = r"/api/v0/instances/4242/"
 
@@ -133,27 +139,43 @@ class VastInstance:
         standin: StandIn,
         confirm_polls: int = 0,
         on_delete: Callable[[], None] | None = None,
+        *,
+        deletes: tuple[Answer, ...] = (),
+        puts: tuple[Answer, ...] = (),
+        never_gone: bool = False,
     ) -> None:
         self.standin = standin
         self.confirm_polls = confirm_polls
         self.on_delete = on_delete
+        self.never_gone = never_gone
+        self.scripts = {"DELETE": list(deletes), "PUT": list(puts)}
+        self.hits = {"DELETE": 0, "PUT": 0}
+        self.effects: list[str] = []  # the requests that took effect, in order
         self._polls_after = 0
-        standin.on("PUT", self.PATH, Answer(200, {"success": True}))
+        standin.answer_with("PUT", self.PATH, lambda: self._act("PUT"))
         standin.answer_with("DELETE", self.PATH, self._delete)
         standin.answer_with("GET", self.PATH, self._state)
+
+    def _act(self, method: str) -> Answer:
+        script = self.scripts[method]
+        answer = script[min(self.hits[method], len(script) - 1)] if script else Answer()
+        self.hits[method] += 1
+        if answer.status < 300 and not (method == "DELETE" and self.never_gone):
+            self.effects.append(method)
+        return Answer(answer.status, answer.body or {"success": answer.status < 300},
+                      answer.delay, answer.headers)  # fmt: skip
 
     def _delete(self) -> Answer:
         if self.on_delete is not None:
             self.on_delete()
-        return Answer(200, {"success": True})
+        return self._act("DELETE")
 
     def _state(self) -> Answer:
-        asked = [r.method for r in self.standin.made() if r.method in ("PUT", "DELETE")]
-        if asked:
+        if self.effects:
             self._polls_after += 1
-        if not asked or self._polls_after <= self.confirm_polls:
+        if not self.effects or self._polls_after <= self.confirm_polls:
             return Answer(200, {"instances": {"actual_status": "running"}})
-        if asked[0] == "DELETE":
+        if "DELETE" in self.effects:
             return Answer(404, {"error": "no such instance"})
         return Answer(200, {"instances": {"actual_status": "stopped"}})
 
@@ -175,6 +197,8 @@ def _handler(stand_in: StandIn) -> type[BaseHTTPRequestHandler]:
                 self.send_response(answer.status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in answer.headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)

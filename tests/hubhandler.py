@@ -30,6 +30,8 @@ class _Dropped(Exception):
     pass
 
 
+HANG_S = 60.0  # the longest a "hang" fault holds a request (the server's stop ends it at once)
+
 _REPO_API = re.compile(
     r"^/api/(?P<type>models|datasets|spaces)/(?P<repo>[^/]+/[^/]+)"
     r"(?:/(?P<action>revision|preupload|commit|tree|paths-info)/(?P<rev>[^/]+)(?P<rest>/.*)?)?$"
@@ -80,6 +82,10 @@ class Handler(BaseHTTPRequestHandler):
                 return
             fault = hub._take_fault(op, method)
             mode = fault.mode if fault is not None else None
+            if mode == "hang":
+                self._drain()
+                hub.released.wait(HANG_S)  # a server that took the request and never answers
+                raise _Dropped
             if mode == "drop":
                 self._drain(partial=True)
                 raise _Dropped

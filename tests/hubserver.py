@@ -53,6 +53,7 @@ class HubServer:
         self._lies: set[str] = set()
         self._lie_all = False
         self._down = False
+        self.released = threading.Event()  # ends every hang
         self._lock = threading.RLock()
         self._conns: set[socket.socket] = set()
         handler = type("Handler", (Handler,), {"hub": self})
@@ -68,6 +69,7 @@ class HubServer:
         return self
 
     def stop(self) -> None:
+        self.released.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         # Kept-alive connections outlive the listener: cut them, or a later server given the
@@ -89,12 +91,13 @@ class HubServer:
         status: int = 400,
         method: str | None = None,
     ) -> None:
-        """The next `times` requests of kind `op` answer 500, drop the connection, or
+        """The next `times` requests of kind `op` answer 500, drop the connection, hang
+        ("hang": no answer until `stop()`, at most HANG_S, then a dropped connection), or
         ("echo") answer `status` with an error message and a header that quote the request's
         headers, Authorization included, as a careless proxy might: a test that the client's
         token is scrubbed. `method`: only requests with that method (a download's GET, not
         the HEAD before it)."""
-        if op not in OPS or mode not in ("500", "drop", "echo"):
+        if op not in OPS or mode not in ("500", "drop", "echo", "hang"):
             raise ValueError(f"unknown fault {op}/{mode}")
         with self._lock:
             self._faults.setdefault(op, []).append(Fault(mode, times, status, method))
@@ -134,6 +137,12 @@ class HubServer:
     def count(self, op: str, status: int | None = None) -> int:
         with self._lock:
             return sum(1 for r in self.log if r.op == op and (status is None or r.status == status))
+
+    def lose_files(self, repo_id: str, repo_type: str = "model") -> None:
+        """Every file of the repo gone from its head (as after the repo was emptied)."""
+        with self._lock:
+            repo = self.repo(repo_id, repo_type)
+            self._commit(repo, {}, set(repo.head), "lost")
 
     def repo(self, repo_id: str, repo_type: str = "model") -> Repo:
         return self.repos[(repo_type, repo_id)]

@@ -1,6 +1,6 @@
 """A damaged record never stops the daemon: that run is set aside (the file kept beside it, the
-reason in `runspec status`), the other runs go on, and no machine-ending finish is applied while
-it is there."""
+reason in `runspec status`), the other runs go on, and while it is there the machine is never
+destroyed: a destroy becomes the stop that keeps the disk."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tests.hubserver import HubServer
 EIGHT_BYTES = b"\x8f\x01\xff\xfe\x00\x13\x88\x9a"
 
 
-def test_a_damaged_record_is_set_aside_and_blocks_the_machines_end(
+def test_a_damaged_record_is_set_aside_and_blocks_the_destroy_not_the_stop(
     make_daemon: Any, hub_server: HubServer, standin: StandIn, provider_env: dict[str, str]
 ) -> None:
     vast_answers_stopped(standin)
@@ -39,8 +39,8 @@ def test_a_damaged_record_is_set_aside_and_blocks_the_machines_end(
     assert len(kept) == 1 and EIGHT_BYTES in kept[0].read_bytes()  # kept, not overwritten
     fine = json.loads((daemon.state / "jobs" / "fine" / "record.json").read_text())
     assert fine["status"] == "finished"  # the other run went on
-    assert standin.made("DELETE") == [] and standin.made("PUT") == []
-    assert "run broken is damaged" in fine["finish"]["why"]
+    assert standin.made("DELETE") == [] and len(standin.made("PUT")) == 1
+    assert fine["finish"]["action"] == "stop" and fine["finish"]["ok"]
 
     status = runspec_cli("status", "--state", str(daemon.state))
     assert status.returncode == 0, status.stderr
@@ -50,7 +50,7 @@ def test_a_damaged_record_is_set_aside_and_blocks_the_machines_end(
     again: DaemonProc = make_daemon()
     again.start("--once", env=env)
     assert again.wait() == 0, again.output
-    assert standin.made("DELETE") == [] and standin.made("PUT") == []
+    assert standin.made("DELETE") == [] and len(standin.made("PUT")) == 1
 
 
 def test_status_and_cancel_answer_with_a_damaged_record_and_no_daemon(tmp_path: Path) -> None:

@@ -65,6 +65,37 @@ def test_a_detached_daemon_outlives_its_session_and_reads_the_env_file(
         wait_until(lambda: not psutil.pid_exists(pid), timeout=60, what="the daemon to exit")
 
 
+def test_the_pid_file_is_written_even_when_detachs_parent_is_killed_at_once(
+    tmp_path: Path,
+) -> None:
+    state, inbox = tmp_path / "state", tmp_path / "inbox"
+    inbox.mkdir(mode=0o700)
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "runspec", "daemon", "--detach", "--state", str(state),
+         "--inbox", str(inbox), "--env-file", str(tmp_path / "no-env")],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    # Killed as soon as its child exists: before it could see the child take the state folder.
+    wait_until(lambda: bool(psutil.Process(parent.pid).children()), timeout=60, what="the child")
+    (child,) = psutil.Process(parent.pid).children()
+    parent.kill()
+    parent.wait(timeout=30)
+    pid_file = state / "runspecd.pid"
+    try:
+        wait_until(pid_file.exists, timeout=60, what="runspecd.pid")
+        assert int(pid_file.read_text()) == child.pid
+        log = state / "runspecd.log"
+        wait_until(lambda: "runspecd: watching" in log.read_text(), timeout=60, what="serving")
+        os.kill(int(pid_file.read_text()), signal.SIGTERM)  # the printed stop command works
+        wait_until(lambda: not psutil.pid_exists(child.pid), timeout=60, what="the daemon")
+        assert not pid_file.exists()  # a clean exit leaves no stale pid behind
+    finally:
+        if psutil.pid_exists(child.pid):
+            child.kill()
+
+
 def test_the_failsafe_watcher_outlives_runspec_and_stops_the_machine(
     tmp_path: Path, standin: StandIn, provider_env: dict[str, str]
 ) -> None:

@@ -4,11 +4,13 @@ different finishes, and the promises checked after each kill and at the end.
 - no destroy while any run's newest complete checkpoint is unverified (judged from the disk at
   the moment the provider sees the DELETE);
 - every run reaches a final state (or is resumed by the next daemon);
-- the machine's end is requested at most once, and a command finish runs at most once;
+- the machine's end takes effect once, and a command finish runs at most once;
 - never a second trainer for a run (sampled all along, from the process table).
 
 The seed is printed on failure; `RUNSPEC_FAULT_SEED=N` replays one. The vast.ai stand-in
-confirms a stop or a destroy only after a few polls, so kills also land mid-confirmation.
+confirms a stop or a destroy only after a few polls, so kills also land mid-confirmation, and
+(seeded too) answers the first requests with a 500 or a 429 with Retry-After before a healthy
+one: the end must keep trying until it is confirmed.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from runspec.paths import StateLayout
 from runspec.state import RecordStore, RunStatus
 from runspec.verdict import run_safety
 from tests.fixtures_daemon import DaemonProc, drop
-from tests.fixtures_providers import StandIn, VastInstance
+from tests.fixtures_providers import Answer, StandIn, VastInstance
 from tests.fixtures_run import base_spec, merge
 from tests.hubserver import HubServer
 
@@ -40,6 +42,12 @@ pytestmark = pytest.mark.training
 SEED = int(os.environ.get("RUNSPEC_FAULT_SEED", "20261130"))
 KILLS = 6
 CONFIRM_POLLS = 2  # GETs that still read running after the request: a window for a kill
+# What the provider answers before a healthy answer (the last repeats: then 200).
+PROVIDER_FAULTS: tuple[tuple[Answer, ...], ...] = (
+    (),
+    (Answer(500, "internal error"),),
+    (Answer(429, "slow down", headers={"Retry-After": "2"}), Answer(502, "bad gateway")),
+)
 
 
 def spec_yaml(name: str, epochs: int, **sections: Any) -> str:
@@ -51,10 +59,12 @@ def spec_yaml(name: str, epochs: int, **sections: Any) -> str:
 class Machine:
     """The vast.ai stand-in's one instance, and what the test saw happen to it."""
 
-    def __init__(self, standin: StandIn, state: Path) -> None:
+    def __init__(self, standin: StandIn, state: Path, faults: tuple[Answer, ...]) -> None:
         self.state = state
         self.violations: list[str] = []
-        VastInstance(standin, confirm_polls=CONFIRM_POLLS, on_delete=self._delete)
+        healthy = (*faults, Answer(200))
+        self.instance = VastInstance(standin, confirm_polls=CONFIRM_POLLS, on_delete=self._delete,
+                                     deletes=healthy, puts=healthy)  # fmt: skip
 
     def _delete(self) -> None:
         # The moment a destroy arrives: every run's newest weights must be verified elsewhere.
@@ -102,7 +112,8 @@ def test_random_daemon_kills_keep_every_promise(
         return {"hub": {"repo": f"me/{name}"}}
 
     first: DaemonProc = make_daemon()
-    machine = Machine(standin, first.state)
+    faults = rng.choice(PROVIDER_FAULTS)
+    machine = Machine(standin, first.state, faults)
     specs = {
         "a-destroy": spec_yaml(
             "a-destroy", 3, push=hub("a"), finish={"action": "destroy", "provider": "vast"}
@@ -139,13 +150,15 @@ def test_random_daemon_kills_keep_every_promise(
     finally:
         census.done.set()
         census.join(timeout=5)
-    said = f"seed {SEED}; kills: {kills}"
+    said = f"seed {SEED}; provider faults {[a.status for a in faults]}; kills: {kills}"
     for name in specs:
         record = daemon.record(name) or {}
         assert record.get("status") == "finished", f"{name} stuck at {record.get('status')}; {said}"
     assert machine.violations == [], said
-    ends = [r.method for r in standin.made() if r.method in ("PUT", "DELETE")]
-    assert len(ends) == 1, f"the machine's end was requested {ends}; {said}"
+    ends = machine.instance.effects  # the requests the provider accepted
+    assert len(ends) == 1, f"the machine's end took effect as {ends}; {said}"
+    asked = [r.method for r in standin.made() if r.method in ("PUT", "DELETE")]
+    assert len(asked) == 1 + len(faults), f"requested {asked} for {len(faults)} faults; {said}"
     if "push" not in yaml.safe_load(specs["c-local"]):
         assert ends == ["PUT"], f"unverified weights, yet {ends}; {said}"
     runs = marker.read_text().splitlines() if marker.exists() else []

@@ -315,17 +315,21 @@ def test_unverified_stop_where_stopping_is_impossible_keeps_the_machine(
     assert "cannot be stopped" in out.text and "STILL RUNNING" in out.text
 
 
-def test_a_provider_that_refuses_leaves_the_machine_running_loudly(
+def test_a_provider_that_refuses_for_good_leaves_the_machine_running_loudly(
     host_root: Path, standin: StandIn, provider_env: dict[str, str]
 ) -> None:
-    standin.on("DELETE", r"/api/v0/instances/4242/", Answer(500, "internal error"))
+    standin.on("GET", r"/api/v0/instances/4242/", Answer(403, "key revoked"))
+    standin.on("DELETE", r"/api/v0/instances/4242/", Answer(403, "key revoked"))
+    standin.on("PUT", r"/api/v0/instances/4242/", Answer(403, "key revoked"))
     result, out = finish(
         make_spec("{action: destroy, provider: vast}"),
         verified=True,
         finish_host=host(host_root, vast_env(provider_env)),
     )
     assert result.action == "keep" and not result.ok
-    assert "HTTP 500" in result.detail
+    assert "HTTP 403" in result.detail
+    # Refused for good: asked once each (the destroy, then the stop it falls back to).
+    assert len(standin.made("DELETE")) == 1 and len(standin.made("PUT")) == 1
     assert any(line.startswith("!!! THE MACHINE IS STILL RUNNING") for line in out.lines)
 
 
@@ -344,7 +348,9 @@ def test_an_unconfirmed_destroy_is_not_ok(
         verified=True,
         finish_host=host(host_root, {}, provider=vast),
     )
-    assert result.action == "destroy" and not result.ok
+    # Tried again and again until the end's window ran out, then a stop: never confirmed.
+    assert result.action == "stop" and not result.ok
+    assert len(standin.made("DELETE")) > 1 and len(standin.made("PUT")) > 1
     assert "still reports 'running'" in result.detail and "!!!" in out.text
 
 

@@ -17,7 +17,7 @@ from runspec.owner import RunOwner
 from runspec.paths import RunPaths, StateLayout
 from runspec.providers.vast import Vast
 from runspec.push import Pusher
-from runspec.state import RecordStore, RunStatus, Termination
+from runspec.state import RecordStore, RunRecord, RunStatus, Termination
 from runspec.verdict import machine_verdict, run_safety
 from tests.fixtures_providers import StandIn, VastInstance
 from tests.fixtures_push import write_checkpoint
@@ -32,13 +32,20 @@ def trained(paths: RunPaths, epoch: int) -> None:
     write_epoch_marker(paths.control_dir, EpochMarker(epoch, 5, 1.0, False, time.time(), files))
 
 
-def ended(store: RecordStore, name: str, termination: Termination) -> None:
+def pushed(store: RecordStore, name: str, termination: Termination) -> RunRecord:
+    """A run taken through its phases to its final push, as a lifecycle would."""
     record = store.load(name)
     assert record is not None
     for status in (RunStatus.PREFLIGHT, RunStatus.STAGING, RunStatus.TRAINING):
         store.transition(record, status, "test")
     store.transition(record, RunStatus.PUSHING, "test", termination)
+    return record
+
+
+def ended(store: RecordStore, name: str, termination: Termination) -> RunRecord:
+    record = pushed(store, name, termination)
     store.transition(record, RunStatus.FINISHED, "test")
+    return record
 
 
 def push_final(state: Path, name: str) -> None:
@@ -96,14 +103,16 @@ def test_a_run_that_pushes_nowhere_makes_the_machine_unsafe_once_it_trained(
     assert machine_verdict(StateLayout(state), daemon_alive=True).verdict == "wait"
 
 
-def test_a_damaged_record_blocks_every_machine_end(tmp_path: Path, write_spec: SpecWriter) -> None:
+def test_a_damaged_record_makes_the_machine_unsafe_never_blocked(
+    tmp_path: Path, write_spec: SpecWriter
+) -> None:
     state = tmp_path / "state"
     accept(load_spec(write_spec("fine")), state)
     accept(load_spec(write_spec("broken")), state)
     record_file = StateLayout(state).run_paths("broken").record_file
     record_file.write_bytes(b"\x8f\x01\xff\xfe\x00\x13\x88\x9a")
-    verdict = machine_verdict(StateLayout(state))
-    assert verdict.verdict == "blocked" and "broken" in verdict.why
+    verdict = machine_verdict(StateLayout(state))  # never a destroy; a stop may still end it
+    assert verdict.verdict == "unsafe" and "broken is damaged" in verdict.why
     assert "runspec rm broken" in verdict.why
     shutil.rmtree(StateLayout(state).job_dir("broken"))
     assert machine_verdict(StateLayout(state)).safe
@@ -131,18 +140,22 @@ def test_a_destroy_begun_before_a_restart_is_never_sent_again_onto_unsafe_weight
     state = tmp_path / "state"
     VastInstance(standin)  # reads running: the first DELETE never arrived
     env = {**provider_env, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": "k"}
-    host = FinishHost(provider=Vast(env, confirm_timeout=1.0, poll_interval=0.2))
+    vast = Vast(env, confirm_timeout=1.0, poll_interval=0.2)
+    host = FinishHost(provider=vast, end_window=20.0, retry_base=0.2)
     accept(load_spec(write_spec("later")), state)  # arrived after the restart: trained since
     store = RecordStore(state)
     ended(store, "later", Termination.COMPLETED)
     trained(StateLayout(state).run_paths("later"), 1)  # pushes nowhere: weights only here
     _machine_mid_destroy(state)
     outcome = Endgame(StateLayout(state), host=host, say=lambda line: None).enter()
-    assert outcome.result is not None and not outcome.result.ok
-    assert standin.made("DELETE") == []  # confirmed only, never requested anew
+    # Confirmed only, never requested anew; the stop it falls back to keeps the disk.
+    assert outcome.result is not None and outcome.result.action == "stop", outcome
+    assert outcome.result.ok and standin.made("DELETE") == []
 
     # The same resume with every run safe: the destroy that never arrived is requested once.
     shutil.rmtree(StateLayout(state).job_dir("later"))
+    with standin.lock:
+        standin.requests.clear()  # a fresh instance, running
     _machine_mid_destroy(state)
     outcome = Endgame(StateLayout(state), host=host, say=lambda line: None).enter()
     assert outcome.result is not None and outcome.result.ok, outcome

@@ -8,6 +8,7 @@ import hashlib
 import pytest
 
 from runspec.clock import parse_utc_iso
+from runspec.push.until import push_until_verified
 from tests.fixtures_push import FakeRun, MakeRun, wait_until
 from tests.hubserver import HubServer
 
@@ -115,3 +116,36 @@ def test_hub_down_for_a_while_then_pushes_catch_up(
     for rel in ("weights/last.pt", "weights/best.pt", "weights/epoch_2.pt", "weights/epoch_4.pt"):
         assert remote_matches_local(hub_server, run, rel)
     assert pusher.pending_bytes() == 0
+
+
+def test_a_hung_final_push_says_so_in_push_error(hub_server: HubServer, make_run: MakeRun) -> None:
+    run = make_run()
+    run.epoch(1, best=False)
+    hub_server.fail("commit", "hang")  # the Hub takes the commit and never answers
+    pusher = run.pusher()
+    pushed = push_until_verified(pusher, final=True, timeout=2.0, clock=run.clock)
+    assert pushed is None
+    record = run.reload()
+    assert record.last_push is None
+    assert record.push_error is not None and "slow or hung" in record.push_error
+    assert "the final push was not verified within" in record.push_error
+
+
+def test_files_the_hub_lost_are_sent_again_from_the_local_copy(
+    hub_server: HubServer, make_run: MakeRun
+) -> None:
+    run = make_run()
+    run.epoch(2, best=False)
+    pusher = run.pusher()
+    pusher.notify_checkpoint()
+    wait_until(lambda: run.reload().last_push is not None, 60, "the first push", run)
+    hub_server.lose_files("me/run1")  # the repo emptied mid-run: its verified files are gone
+    run.epoch(4, best=False)
+    pusher.notify_checkpoint()
+    wait_until(
+        lambda: getattr(run.reload().last_push, "epoch", None) == 4, 60, "the next push", run
+    )
+    assert any("the target lost" in line for line in run.lines)
+    assert run.reload().push_error is None
+    assert remote_matches_local(hub_server, run, "weights/epoch_2.pt")
+    assert remote_matches_local(hub_server, run, "weights/epoch_4.pt")

@@ -2,18 +2,28 @@
 
 Its record and job folder go (the spec, provenance, logs, staged copies); the run folder and
 every pushed copy stay unless asked: the weights are the point of the run.
+
+A run whose newest weights are not verified off this machine is not retired while its run
+folder stays: its record is what keeps the machine from being destroyed under them. `--force`
+retires it all the same and leaves a tombstone the machine's verdict still counts
+(runspec.tombstone).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runspec.commands import add_format, add_state, print_json, state_dir
 from runspec.errors import Outcome
-from runspec.retire import clear, rejected_entry, set_aside
+from runspec.retire import aside_name, clear, rejected_entry
+
+if TYPE_CHECKING:
+    from runspec.paths import RunPaths, StateLayout
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,6 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--run-folder",
         action="store_true",
         help="also delete the run folder (its weights on this machine); pushed copies stay",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="retire it even though its newest weights are not verified off this machine "
+        "(a tombstone then keeps the machine from being destroyed while they are here)",
     )
     add_state(parser)
     add_format(parser)
@@ -54,24 +70,43 @@ def run(args: argparse.Namespace) -> Outcome:
         )
     lock = RunLock(paths)
     lock.acquire()  # nobody may be driving it while its folder goes
+    buried = aside = None
     try:
         run_dir = paths.run_dir
-        shutil.rmtree(paths.job_dir)
-        removed = [str(paths.job_dir)]
+        removed = []
         if args.run_folder and run_dir.exists():
             shutil.rmtree(run_dir)
             removed.append(str(run_dir))
-        # Kept, but out of the name's way: a new run of this name starts in a fresh folder.
-        aside = None if args.run_folder else set_aside(run_dir, time.time())
+        elif run_dir.exists() or run_dir.is_symlink():
+            # Kept, but out of the name's way: a new run of this name starts in a fresh folder.
+            aside = aside_name(run_dir, time.time())
+            unsafe = _unsafe_left(paths, force=args.force)
+            if unsafe is not None:
+                # The tombstone names the files where they will lie (a rename keeps their size
+                # and mtime), and is written before they move and before the record goes: a
+                # crash at any point leaves the record or the tombstone counting them.
+                why, rels = unsafe
+                buried = _bury(layout, paths.name, run_dir, aside, rels, why)
+            os.rename(run_dir, aside)
+        shutil.rmtree(paths.job_dir)
+        removed.insert(0, str(paths.job_dir))
     finally:
         lock.release()
     kept = [str(aside)] if aside is not None else []
+    tomb = str(buried) if buried is not None else None
     if args.format == "json":
-        print_json({"removed": removed, "kept": kept, "name": args.name})
+        print_json({"removed": removed, "kept": kept, "name": args.name, "tombstone": tomb})
     else:
         print(printable(f"removed run {args.name}: {', '.join(removed)}"))
         for folder in kept:
             print(printable(f"kept its run folder as {folder}; the name {args.name} is free"))
+        if tomb is not None:
+            print(
+                printable(
+                    f"its unverified weights stay in {aside}; until they are gone the "
+                    f"machine is never destroyed (tombstone {tomb})"
+                )
+            )
     return Outcome.OK
 
 
@@ -93,3 +128,47 @@ def _rm_rejected(args: argparse.Namespace, state: Path) -> Outcome:
     else:
         print(printable(f"removed the rejected inbox entry {args.name}: {', '.join(removed)}"))
     return Outcome.OK
+
+
+def _unsafe_left(paths: RunPaths, *, force: bool) -> tuple[str, list[str]] | None:
+    """Refuse (or, forced, bury) a run whose run folder stays with unverified weights in it."""
+    from runspec.errors import RunspecError
+    from runspec.loader import load_accepted
+    from runspec.model import DEFAULT_PUSH_FILES
+    from runspec.tombstone import local_files
+    from runspec.verdict import demanded, files_safety
+
+    try:
+        spec = load_accepted(paths.spec_file)
+    except (RunspecError, OSError) as exc:
+        why = f"its spec cannot be read ({exc}), so its weights cannot be judged safe"
+        rels: list[str] = []
+    else:
+        safety = files_safety(paths, spec)
+        if safety.safe:
+            return None
+        globs = spec.push.files if spec.push is not None else DEFAULT_PUSH_FILES
+        why, rels = safety.why, demanded(paths.run_dir, globs)[0]
+    files = local_files(paths.run_dir, rels)
+    if not files:
+        return None
+    if not force:
+        raise RunspecError(
+            f"run {paths.name!r} is not retired: {why}. Its record is what keeps this machine "
+            f"from being destroyed under {len(files)} files in {paths.run_dir}; push them "
+            "somewhere first, or `--run-folder` to delete them, or `--force` to retire it and "
+            "leave a tombstone that still keeps the machine from being destroyed"
+        )
+    return why, rels
+
+
+def _bury(
+    layout: StateLayout, name: str, run_dir: Path, aside: Path, rels: list[str], why: str
+) -> Path | None:
+    from runspec.tombstone import bury, local_files
+
+    files = local_files(run_dir, rels)
+    if not files:
+        return None
+    moved = {str(aside / Path(p).relative_to(run_dir.absolute())): st for p, st in files.items()}
+    return bury(layout, name, aside, moved, why)

@@ -28,7 +28,7 @@ from runspec.daemon.runs import RunKeeper
 from runspec.daemon.worker import system_stopping
 from runspec.locks import FileLock
 from runspec.model import Spec
-from runspec.owner import take_daemon_lock
+from runspec.owner import drop_daemon_pid, take_daemon_lock
 from runspec.paths import StateLayout
 from runspec.state import RecordStore, RunRecord
 from runspec.views.statusline import describe
@@ -118,6 +118,7 @@ class Daemon:
         self.inbox.stop()
         self.timers.close()
         if self.lock is not None:
+            drop_daemon_pid(self.layout)
             self.lock.release()
 
     def serve(self) -> None:

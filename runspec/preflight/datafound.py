@@ -12,9 +12,9 @@ from pathlib import Path
 import yaml
 
 from runspec import hubreach
+from runspec.checkresult import CheckResult, failed, passed
 from runspec.model import HubDataset, Spec
 from runspec.paths import RunPaths
-from runspec.checkresult import CheckResult, failed, passed
 
 
 def dataset_missing(hub: HubDataset, exc: BaseException) -> CheckResult | None:

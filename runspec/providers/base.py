@@ -28,7 +28,39 @@ REDACTED = "<redacted>"
 
 
 class ProviderError(RunspecError):
-    """The provider could not be identified or refused or failed a request."""
+    """The provider could not be identified or refused or failed a request.
+
+    `status`: the HTTP status of a refused request; `retry_after`: the seconds its Retry-After
+    asked for; `timed_out`: no answer came, so the request may or may not have taken effect."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        timed_out: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+        self.timed_out = timed_out
+
+    @property
+    def permanent(self) -> bool:
+        """A refusal that asking again cannot change (bad credentials, no such instance)."""
+        return self.status is not None and 400 <= self.status < 500 and self.status not in (
+            408, 409, 425, 429
+        )  # fmt: skip
+
+
+def retry_after(value: str | None) -> float | None:
+    """Retry-After in seconds (the delta form; an HTTP date is read as no advice)."""
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and 0 <= seconds < 86400 else None
 
 
 class Action(str, enum.Enum):
@@ -40,6 +72,7 @@ class Action(str, enum.Enum):
 class Response:
     status: int
     body: bytes
+    retry_after: float | None = None
 
     def json(self) -> Any:
         try:
@@ -88,13 +121,16 @@ class Http:
             with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
                 response = Response(resp.status, resp.read())
         except urllib.error.HTTPError as exc:
-            response = Response(exc.code, exc.read() if exc.fp else b"")
+            after = retry_after(exc.headers.get("Retry-After") if exc.headers else None)
+            response = Response(exc.code, exc.read() if exc.fp else b"", after)
         except TimeoutError as exc:
-            raise ProviderError(f"{where}: no answer within {timeout or self.timeout:g} s") from exc
+            raise ProviderError(
+                f"{where}: no answer within {timeout or self.timeout:g} s", timed_out=True
+            ) from exc
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, TimeoutError):
                 raise ProviderError(
-                    f"{where}: no answer within {timeout or self.timeout:g} s"
+                    f"{where}: no answer within {timeout or self.timeout:g} s", timed_out=True
                 ) from exc
             reason = self.redact(str(exc.reason))
             raise ProviderError(f"{where}: cannot reach the provider ({reason})") from exc
@@ -102,7 +138,11 @@ class Http:
             raise ProviderError(f"{where}: {self.redact(str(exc))}") from exc
         if response.status not in ok:
             snippet = self.redact(response.text.strip().replace("\n", " "))[:200]
-            raise ProviderError(f"{where}: HTTP {response.status}: {snippet}")
+            raise ProviderError(
+                f"{where}: HTTP {response.status}: {snippet}",
+                status=response.status,
+                retry_after=response.retry_after,
+            )
         return response
 
 
@@ -222,10 +262,17 @@ class Provider:
         instance = self.identify()
         return self.confirm(action, instance, self.describe_call(action, instance))
 
-    def confirm(self, action: Action, instance: str, call: str) -> Outcome:
-        """Poll until the instance is going, for at most confirm_timeout seconds."""
-        going = self.going_after.get(action, frozenset()) | {GONE}
-        deadline = self.clock.monotonic() + self.confirm_timeout
+    def going(self, action: Action) -> frozenset[str]:
+        """The states that show `action` took effect."""
+        return self.going_after.get(action, frozenset()) | {GONE}
+
+    def confirm(
+        self, action: Action, instance: str, call: str, within: float | None = None
+    ) -> Outcome:
+        """Poll until the instance is going, for at most `within` (confirm_timeout) seconds."""
+        going = self.going(action)
+        wait = self.confirm_timeout if within is None else max(0.0, within)
+        deadline = self.clock.monotonic() + wait
         last: str | None = None
         last_error = ""
         while True:
@@ -239,9 +286,8 @@ class Provider:
             if self.clock.monotonic() >= deadline:
                 break
             self.clock.sleep(min(self.poll_interval, max(0.0, deadline - self.clock.monotonic())))
-        detail = (
-            f"requested, but after {self.confirm_timeout:g} s the provider still reports "
-            f"{last!r}" + (f" (last poll failed: {last_error})" if last_error else "")
+        detail = f"requested, but after {wait:g} s the provider still reports {last!r}" + (
+            f" (last poll failed: {last_error})" if last_error else ""
         )
         return Outcome(self.name, action.value, instance, call, False, last, detail)
 

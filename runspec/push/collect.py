@@ -230,3 +230,11 @@ class Stager:
                 (self.dir / rel).unlink(missing_ok=True)
                 self.index[rel] = Staged(staged.source, staged.entry, released=True)
         self._save_index()
+
+    def forget(self, rels: set[str]) -> None:
+        """The target lost these: a released copy is staged again from the run folder (while
+        the file is there) at the next push."""
+        for rel in rels & set(self.index):
+            if self.index[rel].released:
+                del self.index[rel]
+        self._save_index()

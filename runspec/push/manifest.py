@@ -74,6 +74,7 @@ class Manifest:
     time: str
     final: bool
     entries: tuple[ManifestEntry, ...]
+    read_back: bool = False  # its weights were read back from the target and matched
 
     def by_path(self) -> dict[str, ManifestEntry]:
         return {e.path: e for e in self.entries}
@@ -84,6 +85,7 @@ class Manifest:
             "epoch": self.epoch,
             "time": self.time,
             "final": self.final,
+            "read_back": self.read_back,
             "files": [asdict(e) for e in sorted(self.entries, key=lambda e: e.path)],
         }
 
@@ -95,6 +97,7 @@ class Manifest:
             time=str(data.get("time", "")),
             final=bool(data.get("final", False)),
             entries=tuple(ManifestEntry.from_json(e) for e in data.get("files", [])),
+            read_back=data.get("read_back") is True,
         )
 
     def write(self, path: Path) -> None:

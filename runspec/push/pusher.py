@@ -15,6 +15,7 @@ The pusher never writes the run's record itself: it tells the run's owner (runsp
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -307,12 +308,34 @@ class Pusher:
             problems = [f"read-back: {p}" for p in self.target.read_back(commit, weights)]
             if not problems:
                 self.progress(f"read back {len(weights)} weights files: the bytes match")
+                manifest = dataclasses.replace(manifest, read_back=True)
         if problems:
+            self._forget_lost(manifest, uploads, problems)
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise PushFailed(
                 f"push of {what} to {self.target.description} NOT verified: {problems[0]}{more}"
             )
         return self._verified_push(manifest, commit, uploads, started, sent)
+
+    def _forget_lost(
+        self, manifest: Manifest, uploads: list[StagedFile], problems: list[str]
+    ) -> None:
+        """Files verified before that the target no longer has (a repo deleted, a folder
+        emptied): forgotten, so the next push sends them again from the local copy, and the
+        verdict no longer counts them as off the machine meanwhile."""
+        sent = {item.entry.path for item in uploads}
+        lost = {
+            e.path
+            for e in manifest.entries
+            if e.path not in sent and any(p.startswith(f"{e.path}: ") for p in problems)
+        }
+        if not lost or self.verified is None:
+            return
+        kept = tuple(e for e in self.verified.entries if e.path not in lost)
+        self.verified = dataclasses.replace(self.verified, entries=kept, read_back=False)
+        self.verified.write(self.verified_file)
+        self.stager.forget(lost)
+        self.progress(f"the target lost {len(lost)} verified files; they are sent again")
 
     def _verified_push(
         self,
@@ -360,28 +383,3 @@ class Pusher:
             f"{count} files{went}, {format_bytes(nbytes)} in {took}, verified{at}"
         )
         return pushed
-
-
-def push_until_verified(
-    pusher: Pusher,
-    *,
-    final: bool,
-    timeout: float,
-    clock: Clock,
-    give_up: threading.Event | None = None,
-) -> PushRecord | None:
-    """Push, and push again after a failure (a dropped connection, a 500 the client gave up
-    on), with a growing pause, until one is verified, `timeout` passed or `give_up` is set."""
-    end = clock.monotonic() + timeout
-    failures = 0
-    while True:
-        left = end - clock.monotonic()
-        pushed = pusher.push_now(final=final, timeout=max(left, 1.0))
-        if pushed is not None:
-            return pushed
-        failures += 1
-        pause = pause_after(failures, 1.0, 30.0)
-        left = end - clock.monotonic()
-        if left <= pause or (give_up is not None and give_up.is_set()):
-            return None
-        clock.sleep(pause)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from runspec.budgetfit import of_record
 from runspec.clock import SYSTEM, Clock, human_duration
 from runspec.cost import run_cost
+from runspec.finishrecord import FinishRecord
 from runspec.firststep import time_to_first_step
 from runspec.model import Spec
 from runspec.observer import read_epochs
@@ -78,7 +79,7 @@ def summary_lines(
     fit = of_record(record)
     if fit is not None and fit.fitted:
         lines.append(f"  schedule: {fit.line()} (budget.fit)")
-    if record.finish:
-        finish = record.finish.get("summary") or record.finish.get("why") or record.finish
-        lines.append(f"  finish: {finish}")
+    finish = FinishRecord.from_json(record.finish)
+    if finish is not None:
+        lines.append(f"  finish: {finish.summary or finish.why or finish.step.value}")
     return lines

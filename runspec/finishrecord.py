@@ -1,0 +1,80 @@
+"""A run's own finish as its record keeps it (`record.finish`), shaped like the endgame's step
+in machine.json: `applying` an action (written before it is taken, so a restart never repeats
+it), `applied` with its result, or `deferred` to the machine's end with why.
+
+The record keeps the result's fields beside `step` (what `runspec status --json` and the
+pushed record.json show); records written before this shape are read as the step they were.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from runspec.finish import FinishResult
+
+
+class FinishStep(str, enum.Enum):
+    APPLYING = "applying"
+    APPLIED = "applied"
+    DEFERRED = "deferred"
+
+
+@dataclass(frozen=True)
+class FinishRecord:
+    step: FinishStep
+    action: str | None = None
+    summary: str = ""
+    why: str = ""
+    result: FinishResult | None = None
+
+    @classmethod
+    def applying(cls, action: str) -> FinishRecord:
+        return cls(FinishStep.APPLYING, action, f"{action}: under way")
+
+    @classmethod
+    def applied(cls, result: FinishResult) -> FinishRecord:
+        return cls(FinishStep.APPLIED, result.action, result.summary, result.detail, result)
+
+    @classmethod
+    def deferred(cls, why: str) -> FinishRecord:
+        return cls(FinishStep.DEFERRED, None, f"finish deferred to the machine's end: {why}", why)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = self.result.to_json() if self.result is not None else {}
+        data.update(step=self.step.value, action=self.action, summary=self.summary, why=self.why)
+        if self.step is FinishStep.DEFERRED:
+            data["deferred"] = True
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FinishRecord | None:
+        """None for a run whose finish has not begun."""
+        if not data:
+            return None
+        step = data.get("step")
+        if step not in {s.value for s in FinishStep}:
+            step = "deferred" if data.get("deferred") else "applied" if "ok" in data else None
+        if step is None:
+            return None
+        result = None
+        if step == "applied":
+            fields = FinishResult.__dataclass_fields__
+            try:
+                result = FinishResult(**{k: v for k, v in data.items() if k in fields})
+            except TypeError:
+                result = None
+        return cls(FinishStep(step), data.get("action"), str(data.get("summary", "")),
+                   str(data.get("why", "")), result)  # fmt: skip
+
+    @property
+    def unconfirmed_end(self) -> bool:
+        """Applied, asked to end the machine's billing, and never confirmed by the provider."""
+        result = self.result
+        if result is None or result.ok or result.dry_run:
+            return False
+        return result.requested in ("stop", "destroy", "auto") or result.action in (
+            "stop",
+            "destroy",
+        )

@@ -1,0 +1,65 @@
+"""A read-only state folder never kills the failsafe (issue 19.3): its fire path takes the
+machine lock under /run, records nothing, and still ends the machine through the provider.
+
+The state folder is made read-only for real: a read-only bind mount over it (this suite runs
+as root), removed again at the end."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from runspec import failsafe
+from runspec.accept import accept
+from runspec.host import FinishHost
+from runspec.loader import load_spec
+from runspec.paths import StateLayout
+from runspec.providers.vast import Vast
+from runspec.state import RecordStore, RunStatus
+from tests.fixtures_providers import StandIn, VastInstance
+from tests.fixtures_run import SpecWriter
+from tests.test_machine_safety import trained
+
+
+@contextmanager
+def read_only(folder: Path) -> Iterator[None]:
+    subprocess.run(["mount", "--bind", str(folder), str(folder)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], check=True)
+        yield
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_the_failsafe_ends_the_machine_from_a_read_only_state_folder(
+    tmp_path: Path, write_spec: SpecWriter, standin: StandIn, provider_env: dict[str, str]
+) -> None:
+    state = tmp_path / "state"
+    layout = StateLayout(state)
+    finish = {"action": "destroy", "provider": "vast", "unverified": "stop"}
+    push = {"dir": str(tmp_path / "volume")}
+    accept(load_spec(write_spec("stuck", finish=finish, push=push)), state)
+    store = RecordStore(state)
+    record = store.load("stuck")
+    assert record is not None
+    for status in (RunStatus.PREFLIGHT, RunStatus.STAGING, RunStatus.TRAINING):
+        store.transition(record, status, "test")
+    trained(layout.run_paths("stuck"), 2)  # never pushed: only a stop may end the machine
+
+    VastInstance(standin)
+    env = {**provider_env, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": "k"}
+    vast = Vast(env, confirm_timeout=3.0, poll_interval=0.1)
+    host = FinishHost(provider=vast, end_window=60.0, retry_base=0.2)
+    said: list[str] = []
+    with read_only(state):
+        with pytest.raises(OSError):
+            (state / "probe").write_text("x")  # the mount holds
+        code = failsafe.fire(state, "stuck", host=host, progress=said.append)
+    assert code == 0, said
+    assert standin.made("DELETE") == [] and len(standin.made("PUT")) == 1
+    assert any("the state folder is read-only" in line for line in said), said
+    assert not layout.machine_file.exists()  # nothing could be recorded, and nothing was
