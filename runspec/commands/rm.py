@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import stat
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from runspec.commands import add_format, add_state, print_json, state_dir
+from runspec.commands import add_format, add_name, add_state, print_json, state_dir
 from runspec.errors import Outcome
+
+if TYPE_CHECKING:
+    from runspec.paths import StateLayout
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", help="the run's name")
+    add_name(parser)
     parser.add_argument(
         "--run-folder",
         action="store_true",
@@ -22,6 +28,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_state(parser)
     add_format(parser)
+
+
+def own_job_folder(layout: StateLayout, name: str) -> Path | None:
+    """The run's job folder, a real folder right inside the jobs folder (neither a link,
+    nor reached through one); None when there is none."""
+    # lstat: a link planted as jobs/ or jobs/NAME is never followed into its target.
+    try:
+        modes = [path.lstat().st_mode for path in (layout.jobs, layout.jobs / name)]
+    except FileNotFoundError:
+        return None
+    return layout.jobs / name if all(stat.S_ISDIR(mode) for mode in modes) else None
 
 
 def run(args: argparse.Namespace) -> Outcome:
@@ -34,9 +51,12 @@ def run(args: argparse.Namespace) -> Outcome:
     state = state_dir(args)
     layout = StateLayout(state)
     store = RecordStore(state)
+    job_dir = own_job_folder(layout, args.name)
+    # Only a folder that holds a record (readable or damaged) is a run: anything else in
+    # jobs/ is not rm's to delete.
+    if job_dir is None or not (job_dir / "record.json").is_file():
+        raise UsageError(f"no such run: {args.name!r} in {state}")
     paths = layout.run_paths(args.name)
-    if not paths.job_dir.is_dir():
-        raise UsageError(f"no run named {args.name!r} in {state}")
     try:
         record = store.load(args.name)
     except DamagedRecord:
@@ -50,8 +70,8 @@ def run(args: argparse.Namespace) -> Outcome:
     lock.acquire()  # nobody may be driving it while its folder goes
     try:
         run_dir = paths.run_dir
-        shutil.rmtree(paths.job_dir)
-        removed = [str(paths.job_dir)]
+        shutil.rmtree(job_dir)
+        removed = [str(job_dir)]
         if args.run_folder and run_dir.exists():
             shutil.rmtree(run_dir)
             removed.append(str(run_dir))
