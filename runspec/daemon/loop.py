@@ -64,6 +64,7 @@ class Daemon:
         self.inbox = Inbox(
             config.inbox, config.state, self._accept, clock=clock,
             incomplete_wait=config.incomplete_wait,
+            settle=config.inbox_settle,
         )  # fmt: skip
         self.scheduler: Any = None
         self._term = False
@@ -218,6 +219,7 @@ class Daemon:
             )
             self.runs.cfg = self.cfg
             self.inbox.incomplete_wait = self.cfg.incomplete_wait
+            self.inbox.settle = self.cfg.inbox_settle
             jobs.register(self.scheduler, self.cfg.rescan_every)
         except Exception as exc:  # a bad edit keeps the old config running
             self.progress(error(f"runspecd: config reload failed, keeping the old one: {exc}"))
