@@ -49,6 +49,7 @@ _ENV_RUNS = frozenset(
         "BASH_ENV",
         "ENV",
         "GCONV_PATH",
+        "LIBREYOLO_DATASETS_DIR",  # runspec sets it: where a data.yaml's relative path: lies
     }
 )
 _ENV_PREFIXES = ("LD_", "RUNSPEC_")  # the dynamic loader's; runspec's own

@@ -91,12 +91,19 @@ def _gpu_checks(spec: Spec, timeout: float, collective_one_gpu: bool) -> list[Ch
 
 
 def dataset_checks(spec: Spec, paths: RunPaths) -> list[CheckResult]:
+    from runspec.datayaml import data_yaml_check
     from runspec.preflight import checks
+    from runspec.preflight.report import CheckStatus
     from runspec.staging import expected_data_yaml
 
     data_yaml = expected_data_yaml(spec, paths)
     imgsz = spec.train.imgsz if isinstance(spec.train.imgsz, int) else max(spec.train.imgsz)
     results: list[CheckResult] = []
+    if data_yaml.is_file():  # staged: it must keep to its folder before LibreYOLO reads it
+        kept = data_yaml_check(data_yaml, spec.train.args)
+        if kept.status is CheckStatus.FAIL:
+            return [kept]
+        results.append(kept)
     if spec.preflight.doctor:
         results += _guarded("doctor", lambda: [checks.doctor_check(data_yaml, imgsz)])
     if spec.preflight.profile:
