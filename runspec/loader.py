@@ -110,6 +110,7 @@ def _build_dataset(d: dict[str, Any]) -> DatasetSpec:
         synthetic=SyntheticDataset(**synthetic) if synthetic is not None else None,
         extract_to=_path(d.get("extract_to")),
         data=d.get("data"),
+        max_files=int(d.get("max_files", DatasetSpec.max_files)),
     )
 
 

@@ -68,7 +68,7 @@ def _stage(spec: Spec, paths: RunPaths, progress: Callable[[str], None]) -> Path
     tar_path = download_tar(dataset.hub, hf_home_for(spec), progress, meter)
     key = f"{dataset.hub.repo}--{dataset.hub.file}"
     started = time.monotonic()
-    result = safetar.extract(tar_path, root, key=key, meter=meter)
+    result = safetar.extract(tar_path, root, key=key, meter=meter, max_files=dataset.max_files)
     if result.skipped:
         progress(
             f"dataset {dataset.hub.file} already extracted in {root} (sha256 {result.sha256[:12]})"
