@@ -71,3 +71,28 @@ def test_the_settle_time_is_the_configs(make_daemon, tmp_path: Path) -> None:  #
     with target.open("a") as fh:
         fh.write(TEXT[CUT:])
     _taken_whole(daemon)
+
+
+def test_the_inbox_hands_control_back_between_files(tmp_path: Path) -> None:
+    """The daemon pings its watchdog between the inbox's files (issue 18, item 7): thirty
+    large specs at once are thirty bounded steps, not one that outlasts WatchdogSec."""
+    from runspec.accept import accept
+    from runspec.daemon.inbox import Inbox
+
+    state, inbox_dir = tmp_path / "state", tmp_path / "inbox"
+    state.mkdir(mode=0o700)
+    inbox_dir.mkdir(mode=0o700)
+    for i in range(30):
+        bogus = "".join(f"bogus{k}: 1\n" for k in range(2000))
+        (inbox_dir / f"s{i}.yaml").write_text(spec_text(f"s{i}") + bogus)
+    inbox = Inbox(inbox_dir, state, accept, settle=0.5)
+    handed_back: list[int] = []
+    inbox.between = lambda: handed_back.append(len(list((inbox_dir / "rejected").glob("*.error"))))
+    inbox.start()  # its scan finds the thirty
+    try:
+        time.sleep(1)  # past the settle time: all thirty are ready at the next look
+        inbox.process()
+    finally:
+        inbox.stop()
+    assert len(list((inbox_dir / "rejected").glob("*.error"))) == 30
+    assert handed_back == list(range(30))  # once before each file: after the one before it

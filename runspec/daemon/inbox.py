@@ -111,6 +111,9 @@ class Inbox:
         self.folders = Folders(inbox, state)
         self.intake = Intake(self.folders, inbox, state, accept, clock)
         self._retry_parked = False
+        # Called between files (the daemon's watchdog ping): each file's work is bounded, a
+        # burst of them is not.
+        self.between: Callable[[], None] = lambda: None
         # Files whose handling failed even as a rejection: (name, inode), never retried.
         self._given_up: set[tuple[str, int]] = set()
 
@@ -211,6 +214,7 @@ class Inbox:
         for name in list(self.pending):
             outcomes += self._guarded(name, partial(self._look, name, now, ready))
         for name in ready:
+            self.between()
             del self.pending[name]
             outcomes += self._guarded(name, partial(self.intake.claim_and_decide, name, None))
         return outcomes

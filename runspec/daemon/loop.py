@@ -66,6 +66,7 @@ class Daemon:
             incomplete_wait=config.incomplete_wait,
             settle=config.inbox_settle,
         )  # fmt: skip
+        self.inbox.between = self._watchdog
         self.scheduler: Any = None
         self._term = False
         self._hup = False
@@ -185,12 +186,17 @@ class Daemon:
         self._ping()
 
     def _ping(self) -> None:
+        self._watchdog()
+        self.notifier.status(self.status_text())
+
+    def _watchdog(self) -> None:
+        """The watchdog ping when one is due: also between the inbox's files, so that a
+        burst of large specs never holds the loop past WatchdogSec."""
         interval = self.notifier.watchdog_interval
         now = self.clock.monotonic()
         if interval is not None and now - self._last_ping >= interval:
             self.notifier.watchdog()
             self._last_ping = now
-        self.notifier.status(self.status_text())
 
     def status_text(self) -> str:
         worker = self.runs.worker
