@@ -13,13 +13,13 @@ its copies would die with the machine.
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from runspec import redact
 from runspec.errors import RunspecError
 from runspec.push.manifest import ManifestEntry
 
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from runspec.model import PushSpec, Spec
     from runspec.paths import RunPaths
     from runspec.preflight.report import CheckResult
-
-_TOKEN_SHAPE = re.compile(r"hf_[A-Za-z0-9]{6,}")
 
 
 class PushFailed(RunspecError):
@@ -109,16 +107,12 @@ class PushTarget(ABC):
 def scrub(text: str) -> str:
     """`text` with every secret a push target holds blanked out: error messages end up in
     logs and records."""
-    secrets: set[str] = set()
     for kind in PushTarget.kinds():
         try:
-            secrets.update(kind.secrets())
+            redact.register(*kind.secrets())
         except Exception:  # scrubbing must never raise; the token-shaped regex still applies
             continue
-    for secret in sorted(secrets, key=len, reverse=True):
-        if secret:
-            text = text.replace(secret, "***")
-    return _TOKEN_SHAPE.sub("hf_***", text)
+    return redact.scrub(text)
 
 
 def one_line(exc: BaseException) -> str:
