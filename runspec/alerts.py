@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit
 
+from runspec import redact
 from runspec.voice import warning
 
 log = logging.getLogger("runspec.alerts")
@@ -80,9 +81,9 @@ def secrets_of(target: Target, environ: Mapping[str, str]) -> set[str]:
 
 
 def scrub(text: str, secrets: set[str]) -> str:
-    for secret in sorted(secrets, key=len, reverse=True):  # a longer one may hold a shorter
-        text = text.replace(secret, "***")
-    return text
+    """The one scrubber (runspec.redact), told the notification URLs' secrets too."""
+    redact.register(*secrets)
+    return redact.scrub(text)
 
 
 def with_timeouts(url: str) -> str:

@@ -39,6 +39,7 @@ from runspec.trainerunit import (
     POLL,
     START_TIMEOUT,
     LaunchError,
+    isolated,
     job_needs_hub_token,
     main_pid,
     open_log,
@@ -59,7 +60,7 @@ TRAINER_UMASK = 0o077
 
 
 def _trainer_argv(job_file: Path) -> list[str]:
-    return [sys.executable, "-m", "runspec.trainer", "--job", str(job_file)]
+    return isolated(sys.executable, "runspec.trainer", "--job", str(job_file))
 
 
 def _make_folders(job: TrainJob) -> None:

@@ -374,7 +374,7 @@ class Lifecycle:
                 self.say(error(lost))
             else:
                 self._stop_pusher()  # the card's commit is the last; none may race it
-                left = deadline_of(self.record) - self.clock.time()
+                left = deadline_of(self.record) + self.spec.budget.overrun - self.clock.time()
                 push_card(pusher.target, self.paths, self.say, left)
         term = self.record.termination or Termination.COMPLETED
         if term in NO_FINISH or not self.options.finish:

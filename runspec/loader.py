@@ -79,7 +79,19 @@ def _problems(
     for finding in [*findings, *rules.check_rules(data, state)]:
         if json_pointer(finding.path) not in refused:
             report.add(finding.path, finding.message, at_key=finding.at_key)
-    return sorted(report.problems, key=lambda p: (p.line, p.column, p.pointer, p.message))
+    found = sorted(report.problems, key=lambda p: (p.line, p.column, p.pointer, p.message))
+    if report.dropped:
+        last = found[-1]
+        found.append(
+            Problem(
+                source,
+                last.line,
+                last.column,
+                "",
+                f"and {report.dropped} more problems (the first {len(found)} are shown)",
+            )
+        )
+    return found
 
 
 def _path(value: str | None) -> Path | None:
@@ -114,6 +126,7 @@ def _build_dataset(d: dict[str, Any]) -> DatasetSpec:
         synthetic=SyntheticDataset(**synthetic) if synthetic is not None else None,
         extract_to=_path(d.get("extract_to")),
         data=d.get("data"),
+        max_files=int(d.get("max_files", DatasetSpec.max_files)),
     )
 
 

@@ -44,6 +44,7 @@ class DatasetSpec:
     synthetic: SyntheticDataset | None = None
     extract_to: Path | None = None  # None: <state>/data
     data: str | None = None  # the data.yaml relative to extract_to (hub only)
+    max_files: int = 200_000  # the most members its tar may hold (hub only)
 
 
 @dataclass(frozen=True)

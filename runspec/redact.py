@@ -26,9 +26,21 @@ _BEARER = re.compile(r"(Bearer\s+)[^\s'\",;)\]}]+", re.IGNORECASE)
 _MARK = "_runspec_scrubs"
 
 
+# Secrets that are not in the environment (a push target's, a notification URL's password):
+# whoever holds one registers it, and from then on every scrub blanks it.
+_REGISTERED: set[str] = set()
+
+
+def register(*secrets: str) -> None:
+    """Add secrets to what every scrub blanks (the one registry of push targets, providers and
+    notification URLs); empty ones are ignored."""
+    _REGISTERED.update(s for s in secrets if s)
+
+
 def scrub(text: str) -> str:
     """`text` with every secret this process knows, and anything shaped like one, blanked."""
-    for secret in secret_values():
+    known = {*secret_values(), *_REGISTERED}
+    for secret in sorted(known, key=len, reverse=True):  # a longer one may hold a shorter
         text = text.replace(secret, "***")
     text = _TOKEN_SHAPE.sub("hf_***", text)
     return _BEARER.sub(r"\1***", text)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from runspec import models
+from runspec.envpaths import forbidden_env_path
 from runspec.safepaths import FOLDER_FIELDS, forbidden_folder
 from runspec.trainargs import BY_KEY, ELSEWHERE, normalise_key
 from runspec.units import DURATION_PATTERN, SIZE_PATTERN, parse_duration, parse_size
@@ -52,13 +53,19 @@ _ENV_RUNS = frozenset(
         "BASH_ENV",
         "ENV",
         "GCONV_PATH",
+        "LIBREYOLO_DATASETS_DIR",  # runspec sets it: where a data.yaml's relative path: lies
     }
 )
 _ENV_PREFIXES = ("LD_", "RUNSPEC_")  # the dynamic loader's; runspec's own
 _ENV_ROUTES = frozenset(
     {
         "HF_ENDPOINT",
+        "HUGGINGFACE_CO_STAGING",  # huggingface_hub then talks to its staging Hub
+        "HF_INFERENCE_ENDPOINT",
         "HF_TOKEN_PATH",  # HF_TOKEN itself is refused as a secret below
+        "OPENID_PROVIDER_URL",
+        "ACTIONS_ID_TOKEN_REQUEST_URL",  # where huggingface_hub exchanges an OIDC token
+        "HF_OIDC_RESOURCE",
         "HTTP_PROXY",
         "HTTPS_PROXY",
         "ALL_PROXY",
@@ -269,14 +276,17 @@ def forbidden_env(name: str) -> str | None:
     return None
 
 
-def _env(data: dict[str, Any]) -> Iterator[Finding]:
+def _env(data: dict[str, Any], state: Path | None) -> Iterator[Finding]:
     env = data.get("env")
     if not isinstance(env, dict):
         return
     for name, value in env.items():
         forbidden = forbidden_env(name)
+        where = forbidden_env_path(name, value, state)
         if forbidden:
             yield Finding(("env", name), forbidden, True)
+        elif where:
+            yield Finding(("env", name), where)
         elif _SECRET_NAME.search(name):
             yield Finding(("env", name), f"{name!r} looks like a secret: {_SECRET_HOME}", True)
         elif isinstance(value, str) and value.startswith("hf_"):
@@ -319,7 +329,9 @@ def check_rules(data: dict[str, Any], state: Path | None = None) -> list[Finding
     """Every rule beyond the schema, in the order of spec-v1.md. `state` is the state folder
     where it is known (the daemon, `runspec run`): its own folders are refused as targets."""
     findings: list[Finding] = []
-    for rule in (_finite, _durations, _positive_size, _train, _budget, _finish, _env, _notify):
+    for rule in (_finite, _durations, _positive_size, _train, _budget, _finish):
         findings.extend(rule(data))
+    findings.extend(_env(data, state))
+    findings.extend(_notify(data))
     findings.extend(_folders(data, state))
     return findings

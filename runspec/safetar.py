@@ -189,8 +189,40 @@ def _counted(members: list[tarfile.TarInfo], progress: Progress) -> Iterator[tar
             progress.add(member.size)
 
 
+def read_members(tar: tarfile.TarFile, tar_path: Path, max_files: int) -> list[tarfile.TarInfo]:
+    """The tar's members, read one by one and refused past `max_files`: a small tar of empty
+    members (300,000 from 1.9 MB) would otherwise cost minutes and most of the daemon's memory
+    before any check ran."""
+    members: list[tarfile.TarInfo] = []
+    try:
+        while (member := tar.next()) is not None:
+            members.append(member)
+            if len(members) > max_files:
+                raise UnsafeTarError(
+                    f"{tar_path.name} holds more than {max_files} members: refused before "
+                    "extracting anything (raise dataset.max_files if the dataset is that big)"
+                )
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise RunspecError(f"{tar_path} is a damaged tar archive: {exc}") from exc
+    return members
+
+
+def _check_inodes(members: list[tarfile.TarInfo], dest: Path) -> None:
+    """Every member takes an inode; a filesystem out of them fails mid-extraction."""
+    st = os.statvfs(dest)
+    if st.f_files and len(members) > st.f_favail:  # f_files 0: the filesystem has no limit
+        raise UnsafeTarError(
+            f"the tar's {len(members)} members need as many inodes, and {dest}'s filesystem has "
+            f"{st.f_favail} free: free some, or extract elsewhere (dataset.extract_to)"
+        )
+
+
 def extract(
-    tar_path: Path, dest: Path, key: str | None = None, meter: MeterFactory = _quiet
+    tar_path: Path,
+    dest: Path,
+    key: str | None = None,
+    meter: MeterFactory = _quiet,
+    max_files: int = 200_000,
 ) -> ExtractResult:
     """Extract `tar_path` into `dest` safely; `key` names the marker (default: the tar's name).
     `meter` is told of the hashing and the extraction, the two long steps.
@@ -214,14 +246,12 @@ def extract(
     except (tarfile.TarError, OSError) as exc:
         raise RunspecError(f"{tar_path} is not a readable tar archive: {exc}") from exc
     with tar:
-        try:
-            members = tar.getmembers()
-        except (tarfile.TarError, OSError, EOFError) as exc:
-            raise RunspecError(f"{tar_path} is a damaged tar archive: {exc}") from exc
+        members = read_members(tar, tar_path, max_files)
         tmp = Path(tempfile.mkdtemp(prefix=".runspec-tmp-", dir=dest))
         try:
             total = check_members(members, tmp)
             _check_space(members, dest, total)
+            _check_inodes(members, dest)
             hashing = meter(f"checking {tar_path.name} (sha256)", tar_path.stat().st_size)
             try:
                 sha = sha256_file(tar_path, progress=hashing)

@@ -67,6 +67,11 @@ def _did_you_mean(word: str, known: tuple[str, ...]) -> str:
     return " (did you mean " + " or ".join(repr(c) for c in close) + "?)"
 
 
+# Problems kept per spec, in every output (the terminal, --json, the inbox's .error): a file
+# of 40,000 unknown keys is answered with the first ones and a count, in bounded time and size.
+MAX_PROBLEMS = 50
+
+
 class Reporter:
     """Turns paths and messages into located Problems."""
 
@@ -79,6 +84,7 @@ class Reporter:
         # Guessing costs a fraction of a millisecond a key; a file of thousands of unknown
         # keys is not a typo, and its answer must still come in seconds.
         self.guesses_left = 200
+        self.dropped = 0  # problems past MAX_PROBLEMS: counted, never located or kept
 
     def _as_written(self, path: KeyPath) -> KeyPath:
         if len(path) >= 3 and path[:2] == ("train", "args") and isinstance(path[2], str):
@@ -90,7 +96,15 @@ class Reporter:
             self._seen.add(problem)
             self.problems.append(problem)
 
+    def full(self) -> bool:
+        if len(self.problems) < MAX_PROBLEMS:
+            return False
+        self.dropped += 1
+        return True
+
     def add(self, path: KeyPath, message: str, *, at_key: bool = False) -> None:
+        if self.full():
+            return
         written = self._as_written(path)
         mark = self.doc.key_mark(written) if at_key else self.doc.value_mark(written)
         problem = Problem(self.source, mark.line, mark.column, json_pointer(written), message)
@@ -98,6 +112,8 @@ class Reporter:
 
     def missing(self, parent: KeyPath, key: str, message: str) -> None:
         """A missing key is reported at its parent's line (the parent's key, if it has one)."""
+        if self.full():
+            return
         mark = self.doc.key_mark(parent)
         pointer = json_pointer((*self._as_written(parent), key))
         problem = Problem(self.source, mark.line, mark.column, pointer, message)

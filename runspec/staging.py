@@ -19,6 +19,7 @@ from typing import Any
 
 from runspec import safetar
 from runspec.clock import human_duration
+from runspec.datayaml import allows_download, check_data_yaml
 from runspec.errors import RunspecError
 from runspec.meter import Meter, rate_text
 from runspec.model import HubDataset, Spec, SyntheticDataset
@@ -37,7 +38,14 @@ class StagingError(RunspecError):
 
 
 def stage_dataset(spec: Spec, paths: RunPaths, progress: Callable[[str], None] = print) -> Path:
-    """Stage the dataset and return the absolute path of its data.yaml."""
+    """Stage the dataset and return the absolute path of its data.yaml, once that data.yaml
+    is known to keep to its own folder (runspec.datayaml)."""
+    data = _stage(spec, paths, progress)
+    check_data_yaml(data, allow_download=allows_download(spec.train.args))
+    return data
+
+
+def _stage(spec: Spec, paths: RunPaths, progress: Callable[[str], None]) -> Path:
     dataset = spec.dataset
     if dataset.path is not None:
         data = _resolve(dataset.path, paths)
@@ -60,7 +68,7 @@ def stage_dataset(spec: Spec, paths: RunPaths, progress: Callable[[str], None] =
     tar_path = download_tar(dataset.hub, hf_home_for(spec), progress, meter)
     key = f"{dataset.hub.repo}--{dataset.hub.file}"
     started = time.monotonic()
-    result = safetar.extract(tar_path, root, key=key, meter=meter)
+    result = safetar.extract(tar_path, root, key=key, meter=meter, max_files=dataset.max_files)
     if result.skipped:
         progress(
             f"dataset {dataset.hub.file} already extracted in {root} (sha256 {result.sha256[:12]})"

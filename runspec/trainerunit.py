@@ -66,10 +66,28 @@ def job_needs_hub_token(job: TrainJob) -> bool:
     return trainer_needs_hub_token([job.model, job.args.get("distill_model")])
 
 
+# `python -I` (no folder the trainer can write on its import path: neither its working
+# directory, nor PYTHONPATH, nor a user site) and then runspec's own code by its explicit path:
+# a dataset that planted a `runspec/` package somewhere cannot have it run.
+_BOOT = (
+    "import runpy, sys; sys.path.insert(0, sys.argv[1]); module = sys.argv[2]; "
+    "sys.argv = [module, *sys.argv[3:]]; runpy.run_module(module, run_name='__main__')"
+)
+RUNSPEC_CODE = str(Path(__file__).resolve().parent.parent)
+
+
+def isolated(python: str, module: str, *args: str) -> list[str]:
+    """The command that runs `python -m module args` isolated, with runspec's code explicit."""
+    return [python, "-I", "-c", _BOOT, RUNSPEC_CODE, module, *args]
+
+
 def trainer_env(job: TrainJob, *, with_token: bool) -> dict[str, str]:
     """What the trainer's environment holds, by either route (unit or session)."""
     env = child_environ(os.environ, hub_token=with_token)
     env.update(job.env)  # the spec's env: never secrets (the spec's rules refuse them)
+    # A data.yaml's relative `path:` means, to LibreYOLO, this folder first: the dataset's own,
+    # as runspec.datayaml checked it.
+    env["LIBREYOLO_DATASETS_DIR"] = str(Path(job.data).parent)
     return env
 
 
@@ -244,7 +262,7 @@ def start_unit(
             log.debug("cannot make %s for the trainer: %s", folder, exc)
     argv = list(trainer_argv)
     if token is not None:
-        argv = [python, "-m", "runspec.tokenpipe", *argv]
+        argv = isolated(python, "runspec.tokenpipe", *argv)
     cmd = systemd_run_command(job, paths, argv, needs_token=needs_token)
     stdin: int = subprocess.DEVNULL
     if token is not None:

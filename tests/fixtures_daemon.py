@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -92,9 +92,15 @@ class DaemonProc:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(
-        self, *extra: str, watchdog_usec: int = 1_000_000, env: dict[str, str] | None = None
+        self,
+        *extra: str,
+        watchdog_usec: int = 1_000_000,
+        env: dict[str, str] | None = None,
+        wrap: Sequence[str] = (),
     ) -> DaemonProc:
-        cmd = [sys.executable, "-m", "runspec", "daemon", "--state", str(self.state)]
+        """`wrap` goes before the command (say, setpriv dropping every capability, as the
+        shipped unit does)."""
+        cmd = [*wrap, sys.executable, "-m", "runspec", "daemon", "--state", str(self.state)]
         cmd += ["--inbox", str(self.inbox)]
         if self.config is not None:
             cmd += ["--config", str(self.config)]

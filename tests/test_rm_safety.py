@@ -51,6 +51,10 @@ def test_rm_refuses_a_run_whose_weights_are_only_here_and_force_leaves_a_tombsto
     assert forced.returncode == 0, forced.stderr
     said = json.loads(forced.stdout)
     assert not layout.job_dir("alone").exists() and said["tombstone"]
+    # The run folder is kept out of the name's way, and the tombstone names it where it lies.
+    assert not run_dir.exists()
+    run_dir = Path(said["kept"][0])
+    assert run_dir.name.startswith("alone.removed-")
     assert (run_dir / "weights" / "last.pt").exists()
     verdict = machine_verdict(layout)
     assert verdict.verdict == "unsafe"

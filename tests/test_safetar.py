@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -174,3 +175,35 @@ def test_a_corrupt_archive_says_so(tmp_path: Path) -> None:
     path.write_bytes(b"\x1f\x8b not really gzip")
     with pytest.raises(RunspecError, match=r"broken\.tar\.gz"):
         safetar.extract(path, tmp_path / "data")
+
+
+def _many(tmp_path: Path, count: int) -> Path:
+    tar_path = tmp_path / "many.tar.gz"
+    with tarfile.open(tar_path, "w:gz") as tar:
+        for i in range(count):
+            tar.addfile(tarfile.TarInfo(f"d/f{i}"), io.BytesIO(b""))
+    return tar_path
+
+
+def test_a_tar_past_the_member_limit_is_refused_before_writing(tmp_path: Path) -> None:
+    dest = tmp_path / "data"
+    with pytest.raises(safetar.UnsafeTarError, match="more than 20 members"):
+        safetar.extract(_many(tmp_path, 30), dest, max_files=20)
+    assert list(dest.iterdir()) == []
+    assert safetar.extract(_many(tmp_path, 20), dest, max_files=20).entries == ("d",)
+
+
+def test_a_tar_past_the_free_inodes_is_refused_before_writing(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "nr_inodes=40,size=200m", "tmpfs", str(small)], check=True
+    )
+    try:
+        with pytest.raises(safetar.UnsafeTarError, match="inodes"):
+            safetar.extract(_many(tmp_path, 60), small / "data")
+        assert [p.name for p in (small / "data").iterdir()] == []
+    finally:
+        subprocess.run(["umount", str(small)], check=True)

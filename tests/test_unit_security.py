@@ -18,10 +18,9 @@ from tests.fixtures_system import install
 
 UNIT = REPO / "systemd" / "runspecd.service"
 MOST_EXPOSED = 2.5
-_SCORE = re.compile(r"Overall exposure level for runspecd\.service: (\d+\.\d+)")
 
 
-def _exposure(unit: Path) -> float:
+def _exposure(unit: Path, name: str = "runspecd.service") -> float:
     if shutil.which("systemd-analyze") is None:
         reason = "systemd-analyze is not installed (apt-get install -y systemd)"
         if os.environ.get("CI") == "true":
@@ -34,7 +33,8 @@ def _exposure(unit: Path) -> float:
         timeout=60,
         check=False,
     )
-    found = _SCORE.search(out.stdout + out.stderr)
+    score = re.compile(rf"Overall exposure level for {re.escape(name)}: (\d+\.\d+)")
+    found = score.search(out.stdout + out.stderr)
     assert found is not None, out.stdout + out.stderr
     return float(found.group(1))
 
@@ -83,3 +83,33 @@ def test_the_writable_key_is_checked(tmp_path: Path, text: str, says: str) -> No
     config.write_text(text)
     with pytest.raises(ConfigError, match=says):
         load_config(config)
+
+
+TRAINER_MOST_EXPOSED = 3.0
+
+
+def test_the_trainers_transient_unit_scores_at_most_3_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trainer's unit as systemd-run makes it (every --property it passes), scored the
+    same way as runspecd's: written out as a unit file with those settings."""
+    from runspec import trainerunit
+    from runspec.control import TrainJob
+    from runspec.loader import load_spec_text
+    from runspec.paths import RunPaths
+
+    monkeypatch.setattr(trainerunit.os, "geteuid", lambda: 0)
+    state = Path("/var/lib/runspec")
+    paths = RunPaths(state=state, name="t", project=state / "runs", data_root=state / "data")
+    spec = load_spec_text(
+        "runspec: 1\nname: t\ndataset: {path: /srv/data/data.yaml}\n"
+        "train: {model: yolo9-t, epochs: 1, device: cpu}\nbudget: {wall_clock: 1h}\n",
+        "t.yaml",
+    )
+    job = TrainJob.from_spec(spec, paths, Path("/srv/data/data.yaml"))
+    cmd = trainerunit.systemd_run_command(job, paths, ["/bin/true"], needs_token=False)
+    props = [arg.removeprefix("--property=") for arg in cmd if arg.startswith("--property=")]
+    unit = tmp_path / "runspec-train-t.service"
+    unit.write_text("[Service]\nExecStart=/bin/true\n" + "".join(f"{p}\n" for p in props))
+    score = _exposure(unit, "runspec-train-t.service")
+    assert score <= TRAINER_MOST_EXPOSED, unit.read_text()

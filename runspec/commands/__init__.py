@@ -18,6 +18,15 @@ def add_format(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_name(parser: argparse.ArgumentParser, *, optional: bool = False, what: str = "") -> None:
+    """The NAME argument: only what the spec's `name` rule accepts (runspec.runname)."""
+    from runspec.runname import run_name
+
+    parser.add_argument(
+        "name", nargs="?" if optional else None, type=run_name, help=what or "the run's name"
+    )
+
+
 def add_state(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--state",

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from runspec.commands import add_format, add_state, print_json, state_dir
+from runspec.commands import add_format, add_name, add_state, print_json, state_dir
 from runspec.errors import Outcome
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", help="the run's name")
+    add_name(parser)
     add_state(parser)
     add_format(parser)
 

@@ -107,6 +107,7 @@ def _under(root: Path, path: str) -> Path:
 
 
 def run(args: argparse.Namespace) -> Outcome:
+    from runspec.daemon import perms
     from runspec.daemon.config import DEFAULT_CONFIG_TEXT
     from runspec.errors import UsageError
 
@@ -131,6 +132,8 @@ def run(args: argparse.Namespace) -> Outcome:
         config.write_text(DEFAULT_CONFIG_TEXT)
         os.chmod(config, 0o644)
         done.append(f"config {config}")
+    # The daemon would refuse them at its start: say so now, with the same message.
+    perms.check([state, state / "inbox", config])
     env = etc / "env"
     if not env.exists():
         env.write_text("# HF_TOKEN=hf_...   (this file stays 0600: it holds secrets)\n")

@@ -10,14 +10,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from runspec.commands import add_format, add_state, state_dir
+from runspec.commands import add_format, add_name, add_state, state_dir
 from runspec.errors import Outcome
 
 FOLLOW_POLL = 0.5
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", help="the run's name")
+    add_name(parser)
     parser.add_argument("-f", "--follow", action="store_true", help="follow until the run ends")
     parser.add_argument(
         "-n", "--lines", type=int, default=None, metavar="N", help="only the last N lines"

@@ -14,20 +14,24 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import stat
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runspec.commands import add_format, add_state, print_json, state_dir
+from runspec.commands import add_format, add_name, add_state, print_json, state_dir
 from runspec.errors import Outcome
 from runspec.retire import aside_name, clear, rejected_entry
 
 if TYPE_CHECKING:
     from runspec.paths import RunPaths, StateLayout
 
+if TYPE_CHECKING:
+    from runspec.paths import StateLayout
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", help="the run's name")
+    add_name(parser)
     parser.add_argument(
         "--run-folder",
         action="store_true",
@@ -43,6 +47,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_format(parser)
 
 
+def own_job_folder(layout: StateLayout, name: str) -> Path | None:
+    """The run's job folder, a real folder right inside the jobs folder (neither a link,
+    nor reached through one); None when there is none."""
+    # lstat: a link planted as jobs/ or jobs/NAME is never followed into its target.
+    try:
+        modes = [path.lstat().st_mode for path in (layout.jobs, layout.jobs / name)]
+    except FileNotFoundError:
+        return None
+    return layout.jobs / name if all(stat.S_ISDIR(mode) for mode in modes) else None
+
+
 def run(args: argparse.Namespace) -> Outcome:
     from runspec.errors import RunspecError
     from runspec.owner import RunLock
@@ -53,12 +68,12 @@ def run(args: argparse.Namespace) -> Outcome:
     state = state_dir(args)
     layout = StateLayout(state)
     store = RecordStore(state)
-    try:
-        paths = layout.run_paths(args.name)
-    except RunspecError:
-        return _rm_rejected(args, state)  # not a run's name; maybe a rejected file's
-    if not paths.job_dir.is_dir():
+    job_dir = own_job_folder(layout, args.name)
+    # Only a folder that holds a record (readable or damaged) is a run: anything else in
+    # jobs/ is not rm's to delete. Not a run: maybe a rejected inbox entry's file name.
+    if job_dir is None or not (job_dir / "record.json").is_file():
         return _rm_rejected(args, state)
+    paths = layout.run_paths(args.name)
     try:
         record = store.load(args.name)
     except DamagedRecord:
@@ -88,7 +103,7 @@ def run(args: argparse.Namespace) -> Outcome:
                 why, rels = unsafe
                 buried = _bury(layout, paths.name, run_dir, aside, rels, why)
             os.rename(run_dir, aside)
-        shutil.rmtree(paths.job_dir)
+        shutil.rmtree(job_dir)
         removed.insert(0, str(paths.job_dir))
     finally:
         lock.release()
@@ -119,7 +134,7 @@ def _rm_rejected(args: argparse.Namespace, state: Path) -> Outcome:
     found = rejected_entry(inbox, args.name)
     if not found:
         raise UsageError(
-            f"no run named {args.name!r} in {state}, nor a rejected inbox entry of that name"
+            f"no such run: {args.name!r} in {state}, nor a rejected inbox entry of that name"
         )
     clear(found)
     removed = [str(p) for p in found]

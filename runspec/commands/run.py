@@ -26,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> Outcome:
     from runspec.accept import accept
     from runspec.beside import refuse_beside_daemon
+    from runspec.daemon import perms
     from runspec.lifecycle import Lifecycle, LifecycleOptions
     from runspec.loader import load_spec
     from runspec.owner import RunLock
@@ -37,6 +38,7 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.voice import Stream, set_live, setup_logging, tagged
 
     state = state_dir(args)
+    perms.check([state])  # before a file is written through a link planted there
     spec = load_spec(args.spec, state)
     refuse_beside_daemon(spec, state, args.spec)
     paths = RunPaths.for_spec(spec, state)

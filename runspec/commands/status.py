@@ -9,14 +9,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from runspec.commands import add_format, add_state, print_json, state_dir
+from runspec.commands import add_format, add_name, add_state, print_json, state_dir
 from runspec.errors import Outcome
 
 WATCH_EVERY = 2.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", nargs="?", help="one run (default: every run under way)")
+    add_name(parser, optional=True, what="one run (default: every run under way)")
     parser.add_argument(
         "-a",
         "--all",

@@ -47,6 +47,7 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.accept import check_name
     from runspec.atomic import write_bytes
     from runspec.clock import SYSTEM, utc_iso
+    from runspec.daemon import perms
     from runspec.daemon.config import load_config
     from runspec.errors import SpecInvalid, UsageError
     from runspec.loader import load_spec_text
@@ -73,6 +74,7 @@ def run(args: argparse.Namespace) -> Outcome:
     inbox = (args.inbox or state_dir(args) / "inbox").absolute()
     if not inbox.is_dir():
         raise UsageError(f"the inbox {inbox} does not exist; is the daemon installed? (--inbox)")
+    perms.check([inbox, state_dir(args)])
     target = inbox / f"{spec.name}.yaml"
     if target.exists():
         raise UsageError(f"{target} is already waiting in the inbox")

@@ -29,6 +29,7 @@ KNOWN_KEYS = (
     "idle_finish",
     "rescan_every",
     "incomplete_wait",
+    "inbox_settle",
     "shutdown_push_timeout",
     "writable",
     "notify",
@@ -53,6 +54,8 @@ class DaemonConfig:
     idle_finish: float | None = None
     rescan_every: float = 30.0
     incomplete_wait: float = 60.0
+    # After a spec's writer closed it, how long it must stay unchanged before it is taken.
+    inbox_settle: float = 2.0
     shutdown_push_timeout: float = 240.0
     # Folders outside the state folder that specs may write (a volume for push.dir, an
     # output.project, a dataset.extract_to, an HF_HOME): the unit's sandbox lets the daemon
@@ -190,6 +193,7 @@ def load_config(
         idle_finish=_duration(raw.get("idle_finish"), where, "idle_finish"),
         rescan_every=_duration(raw.get("rescan_every"), where, "rescan_every") or 30.0,
         incomplete_wait=_duration(raw.get("incomplete_wait"), where, "incomplete_wait") or 60.0,
+        inbox_settle=_duration(raw.get("inbox_settle"), where, "inbox_settle") or 2.0,
         shutdown_push_timeout=(
             _duration(raw.get("shutdown_push_timeout"), where, "shutdown_push_timeout") or 240.0
         ),
@@ -211,6 +215,7 @@ DEFAULT_CONFIG_TEXT = """\
 # idle_finish: 30m                 # after a run ended, apply `finish` when idle this long (off)
 # rescan_every: 30s                # inbox rescan, in case inotify missed something
 # incomplete_wait: 1m              # how long a half-written spec is waited for
+# inbox_settle: 2s                 # after its writer closed it, unchanged this long: taken
 # shutdown_push_timeout: 4m        # at system shutdown, the most spent pushing the last checkpoint
 # writable: [/mnt/volume]          # folders outside the state folder that specs may write (a
 #                                  # volume for push.dir, output.project, dataset.extract_to,

@@ -5,10 +5,14 @@ Every file that appears ends in one of two places: the queue, whole, or `rejecte
 before anything acts on it. Only a regular file of its own is ever opened, never through a
 link and never blocking; anything else (a FIFO, a device, a socket, a folder, a link, a hard
 link to a file elsewhere, a file past the size limit) is rejected where it lies, saying what it
-is. A spec is taken only once its writer is done: it was renamed in (IN_MOVED_TO) or closed
-after writing (IN_CLOSE_WRITE), or, found by a scan, it has been quiet for a while; and in
-every case no process still holds it open for writing. Nothing here blocks or raises into the
-daemon's loop.
+is. A spec is taken only once its writer is done, decided from what the daemon sees without
+any capability (it cannot read other processes' open files in /proc): every write it saw was
+followed by its writer's close (IN_CLOSE_WRITE) or the file was renamed in (IN_MOVED_TO), and
+then nothing changed for `settle` seconds (the config's `inbox_settle`). A writer that pauses
+without closing is waited for (up to `incomplete_wait`, then the file is rejected as
+incomplete); a writer that closes and comes back within the settle time (`>` then `>>`) is
+waited for again. A file found by a scan, with no event heard, is taken once it has not
+changed for the settle time. Nothing here blocks or raises into the daemon's loop.
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from runspec.clock import SYSTEM, Clock
-from runspec.daemon import writers
 from runspec.daemon.inboxfs import FolderProblem, Folders
 from runspec.daemon.intake import AcceptFn, Intake, Outcome, line
 from runspec.paths import provenance_sidecar
@@ -40,10 +43,10 @@ log = logging.getLogger("runspec.daemon.inbox")
 
 SUFFIXES = (".yaml", ".yml")
 STABLE_S = 0.2  # how often waiting files are looked at again
-QUIET_S = 1.0  # a file found by a scan, unchanged this long (and held by no writer), is done
+SETTLE_S = 2.0  # after its writer's close, this long unchanged before a spec is taken
 
 # watchdog's event types, as the inbox reads them; opens and closes without writing are not.
-_EVENTS = {"created": "changed", "modified": "changed", "closed": "closed", "deleted": "deleted"}
+_EVENTS = {"created": "created", "modified": "written", "closed": "closed", "deleted": "deleted"}
 
 __all__ = ["AcceptFn", "Inbox", "Outcome", "is_candidate", "provenance_sidecar"]
 
@@ -56,8 +59,10 @@ def is_candidate(name: str) -> bool:
 class _Pending:
     first_seen: float
     changed_at: float
-    done: bool = False  # its writer said so: closed after writing, or renamed in
-    last_stat: tuple[int, int, int] | None = None
+    writing: bool = False  # a write was seen that no close (or rename in) has ended yet
+    closed: bool = False  # its writer closed it after writing, or it was renamed in
+    heard: bool = False  # any event came for it (else only a scan found it)
+    last_stat: tuple[int, int, int, int] | None = None
 
 
 class _Handler(FileSystemEventHandler):
@@ -88,6 +93,7 @@ class Inbox:
         *,
         clock: Clock = SYSTEM,
         incomplete_wait: float = 60.0,
+        settle: float = SETTLE_S,
         events: queue.SimpleQueue[tuple[str, str]] | None = None,
     ) -> None:
         self.inbox = inbox
@@ -97,6 +103,7 @@ class Inbox:
         self.accept = accept
         self.clock = clock
         self.incomplete_wait = incomplete_wait
+        self.settle = settle
         # The main loop blocks on this queue, so a new file wakes it at once.
         self.events: queue.SimpleQueue[tuple[str, str]] = events or queue.SimpleQueue()
         self.pending: dict[str, _Pending] = {}
@@ -104,6 +111,9 @@ class Inbox:
         self.folders = Folders(inbox, state)
         self.intake = Intake(self.folders, inbox, state, accept, clock)
         self._retry_parked = False
+        # Called between files (the daemon's watchdog ping): each file's work is bounded, a
+        # burst of them is not.
+        self.between: Callable[[], None] = lambda: None
         # Files whose handling failed even as a rejection: (name, inode), never retried.
         self._given_up: set[tuple[str, int]] = set()
 
@@ -153,23 +163,26 @@ class Inbox:
         # hash), so files found by a scan queue in the order they were written.
         for st, name in sorted(found, key=lambda e: (e[0].st_mtime_ns, e[1])):
             if (name, st.st_ino) not in self._given_up:
-                self._touch(name, done=False)
+                self._pending(name)
 
     def note(self, kind: str, name: str) -> None:
         if kind == "deleted":
             self.pending.pop(name, None)
         elif is_candidate(name):
-            self._touch(name, done=kind in ("closed", "moved"), reopened=kind == "changed")
+            item = self._pending(name)
+            item.heard = True
+            item.changed_at = self.clock.monotonic()  # every event restarts the settle time
+            if kind == "written":
+                item.writing = True
+            elif kind in ("closed", "moved"):
+                item.writing, item.closed = False, True
 
-    def _touch(self, name: str, done: bool, reopened: bool = False) -> None:
+    def _pending(self, name: str) -> _Pending:
         item = self.pending.get(name)
         if item is None:
             now = self.clock.monotonic()
             item = self.pending[name] = _Pending(first_seen=now, changed_at=now)
-        if done:
-            item.done = True
-        elif reopened:
-            item.done = False
+        return item
 
     def drain_events(self) -> None:
         while True:
@@ -200,18 +213,10 @@ class Inbox:
         ready: list[str] = []
         for name in list(self.pending):
             outcomes += self._guarded(name, partial(self._look, name, now, ready))
-        held = self._writers(ready)
         for name in ready:
-            waited = now - self.pending[name].first_seen
-            pid = held.get(name)
-            if pid is not None and waited < self.incomplete_wait:
-                continue  # its writer is still at it
+            self.between()
             del self.pending[name]
-            note = None
-            if pid is not None:
-                holder = writers.describe(pid)
-                note = f"still held open for writing by {holder} {waited:.0f}s after it appeared"
-            outcomes += self._guarded(name, partial(self.intake.claim_and_decide, name, note))
+            outcomes += self._guarded(name, partial(self.intake.claim_and_decide, name, None))
         return outcomes
 
     def _guarded(self, name: str, step: Callable[[], list[Outcome]]) -> list[Outcome]:
@@ -254,22 +259,27 @@ class Inbox:
         if refuse is not None:
             del self.pending[name]
             return self.intake.reject_here(name, [line(printable(name), refuse)])
-        key = (st.st_ino, st.st_size, st.st_mtime_ns)
-        if key != item.last_stat:
-            item.last_stat, item.changed_at = key, now
-        quiet = now - item.changed_at >= QUIET_S or self.clock.time() - st.st_mtime >= QUIET_S
-        if item.done or quiet:
+        key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if item.last_stat is not None and key != item.last_stat:
+            item.changed_at = now  # changed with no event heard (an overflow, a lost event)
+        item.last_stat = key
+        if self._settled(item, now, st):
             ready.append(name)
         elif now - item.first_seen >= self.incomplete_wait:
             del self.pending[name]
-            waited = f"still changing {now - item.first_seen:.0f}s after it appeared"
+            why = "still being written" if item.writing else "still changing"
+            waited = f"{why} {now - item.first_seen:.0f}s after it appeared"
             return self.intake.claim_and_decide(name, waited)
         return []
 
-    def _writers(self, names: list[str]) -> dict[str, int]:
-        """Which of `names` another process holds open for writing, and its pid."""
-        if not names:
-            return {}
-        base = os.fsencode(os.path.realpath(self.inbox))
-        paths = {base + b"/" + os.fsencode(name): name for name in names}
-        return {paths[p]: pid for p, pid in writers.held_for_writing(paths).items()}
+    def _settled(self, item: _Pending, now: float, st: os.stat_result) -> bool:
+        """Whether the writer is done: no write left unclosed, something written (an empty
+        file is a writer that has only just opened it, unless it closed it so), and nothing
+        changed for the settle time. A file only a scan has seen may have been written long
+        before: its own times count then."""
+        if item.writing or (st.st_size == 0 and not item.closed):
+            return False
+        if now - item.changed_at >= self.settle:
+            return True
+        touched = max(st.st_mtime_ns, st.st_ctime_ns) / 1e9
+        return not item.heard and self.clock.time() - touched >= self.settle

@@ -65,10 +65,12 @@ class Daemon:
         self.inbox = Inbox(
             config.inbox, config.state, self._accept, clock=clock,
             incomplete_wait=config.incomplete_wait,
+            settle=config.inbox_settle,
         )  # fmt: skip
         self.timers = Timers(clock)
         self.runs.timers = self.timers
         self.runs.inbox_pending = lambda: bool(self.inbox.pending)
+        self.inbox.between = self._watchdog
         self._term = False
         self._hup = False
         self._last_ping = 0.0
@@ -165,12 +167,17 @@ class Daemon:
         self._ping()
 
     def _ping(self) -> None:
+        self._watchdog()
+        self.notifier.status(self.status_text())
+
+    def _watchdog(self) -> None:
+        """The watchdog ping when one is due: also between the inbox's files, so that a
+        burst of large specs never holds the loop past WatchdogSec."""
         interval = self.notifier.watchdog_interval
         now = self.clock.monotonic()
         if interval is not None and now - self._last_ping >= interval:
             self.notifier.watchdog()
             self._last_ping = now
-        self.notifier.status(self.status_text())
 
     def status_text(self) -> str:
         worker = self.runs.worker
@@ -199,6 +206,7 @@ class Daemon:
             )
             self.runs.cfg = self.cfg
             self.inbox.incomplete_wait = self.cfg.incomplete_wait
+            self.inbox.settle = self.cfg.inbox_settle
             self.timers.every(RESCAN_ID, self.cfg.rescan_every, self.inbox.scan)
         except Exception as exc:  # a bad edit keeps the old config running
             self.progress(error(f"runspecd: config reload failed, keeping the old one: {exc}"))

@@ -40,7 +40,8 @@ def problems(path: Path, uid: int | None = None) -> list[str]:
 
 
 def check(paths: list[Path]) -> None:
-    """Raise InsecurePermissions naming every problem and its fix."""
+    """Raise InsecurePermissions naming every problem and its fix. The one rule of every entry
+    point that reads or writes them: the daemon, `runspec run --state`, `submit`, `install`."""
     found: list[str] = []
     for path in paths:
         for problem in problems(path):
@@ -48,6 +49,6 @@ def check(paths: list[Path]) -> None:
                 found.append(problem)
     if found:
         raise InsecurePermissions(
-            "refusing to start: a spec can end this machine, so the inbox, state and config must "
-            "not be writable by other users: " + "; ".join(found)
+            "refusing to start: a spec can end this machine, so the state folder, the inbox and "
+            "the config must not be writable by other users: " + "; ".join(found)
         )

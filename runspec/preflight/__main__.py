@@ -93,6 +93,8 @@ def _gpu_checks(spec: Spec, timeout: float, collective_one_gpu: bool) -> list[Ch
 
 
 def dataset_checks(spec: Spec, paths: RunPaths) -> list[CheckResult]:
+    from runspec.checkresult import CheckStatus
+    from runspec.datayaml import data_yaml_check
     from runspec.preflight import checks
     from runspec.staging import expected_data_yaml
 
@@ -103,9 +105,13 @@ def dataset_checks(spec: Spec, paths: RunPaths) -> list[CheckResult]:
 
     root = data_yaml_root_check(data_yaml)
     if root is not None:
-        # The doctor would only say the splits do not exist; this says why.
-        results.append(root)
-    elif spec.preflight.doctor:
+        return [root]  # the doctor would only say the splits do not exist; this says why
+    if data_yaml.is_file():  # staged: it must keep to its folder before LibreYOLO reads it
+        kept = data_yaml_check(data_yaml, spec.train.args)
+        if kept.status is CheckStatus.FAIL:
+            return [kept]
+        results.append(kept)
+    if spec.preflight.doctor:
         results += _guarded("doctor", lambda: [checks.doctor_check(data_yaml, imgsz)])
     if spec.preflight.profile:
         from runspec.preflight.profile import profile_check

@@ -81,16 +81,13 @@ class PushTarget(ABC):
 
 
 def scrub(text: str) -> str:
-    """`text` with every secret blanked out (error messages end up in logs and records): the
-    environment's (runspec.redact), and the Hub's stored login, the one secret a push may
-    hold that no environment variable does."""
+    """`text` with every secret blanked out (error messages end up in logs and records), by the
+    one scrubber (runspec.redact): the Hub's stored login, the one secret a push may hold that
+    no environment variable does, is added to its registry where the Hub client was used."""
     hub = sys.modules.get("huggingface_hub")
     if hub is not None:  # only where it was used could it know a token
-        stored = None
         with contextlib.suppress(Exception):  # scrubbing never fails for want of a token store
-            stored = hub.get_token()
-        if stored:
-            text = text.replace(stored, "***")
+            redact.register(hub.get_token() or "")
     return redact.scrub(text)
 
 

@@ -24,7 +24,7 @@ def made_weights(paths: RunPaths) -> bool:
 
 
 # A card is a few kilobytes: one commit and one read of its record. With less time than this
-# before the deadline, the finish (and the machine's end) must not wait for it.
+# before the deadline plus its overrun (the end's own grace), the finish must not wait for it.
 CARD_TIME_S = 5.0
 
 
@@ -35,8 +35,8 @@ def push_card(
     if time_left < CARD_TIME_S:
         say(
             warning(
-                f"no model card: {max(time_left, 0):.0f} s left before the deadline, and the "
-                "finish goes first; the weights are pushed and verified without it"
+                f"no model card: {max(time_left, 0):.0f} s left of the budget's overrun, and "
+                "the finish goes first; the weights are pushed and verified without it"
             )
         )
         return False

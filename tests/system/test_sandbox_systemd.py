@@ -43,6 +43,33 @@ def _environ(inst: Installed, pid: int) -> dict[str, str]:
     return dict(line.split("=", 1) for line in raw.splitlines() if "=" in line)
 
 
+def _probe_the_walls(inst: Installed, pid: int) -> None:
+    """What a hostile trainer would try, from its own mount namespace and with its own
+    credentials (uid 0, no capability, as its unit's empty bounding set leaves it)."""
+    c = inst.container
+    daemon = c.show("runspecd.service", "MainPID")["MainPID"]
+    assert c.sh(f"grep CapBnd /proc/{pid}/status").stdout.split()[1] == "0000000000000000"
+
+    def as_trainer(command: str) -> subprocess.CompletedProcess[str]:
+        drop = "setpriv --bounding-set=-all --inh-caps=-all --no-new-privs --"
+        return c.sh(f"nsenter -t {pid} -m {drop} sh -c '{command}'", check=False)
+
+    for probe in (
+        "cat /etc/runspec/env",  # the provider keys
+        f"cat /proc/{daemon}/environ",  # the same keys, in the daemon's memory
+        "mount -o remount,rw,bind /var/lib/runspec",
+        "mount -o remount,rw,bind /etc",
+        "echo x > /var/lib/runspec/inbox/planted.yaml",
+        "echo x > /etc/planted",
+    ):
+        out = as_trainer(probe)
+        assert out.returncode != 0, (probe, out.stdout)
+        assert not any(value in out.stdout for value in SECRETS.values()), probe
+    assert not (inst.state / "inbox" / "planted.yaml").exists()
+    # The probe itself works: the trainer's own folder takes the write it makes the same way.
+    assert as_trainer("echo x > /var/lib/runspec/runs/sbx/probe-as-trainer").returncode == 0
+
+
 @pytest.mark.training
 def test_the_trainer_unit_is_sandboxed_and_holds_no_secret(runspecd_container: Installed) -> None:
     inst, c = runspecd_container, runspecd_container.container
@@ -85,6 +112,7 @@ def test_the_trainer_unit_is_sandboxed_and_holds_no_secret(runspecd_container: I
         assert denied.returncode != 0 and "Read-only file system" in denied.stderr, outside
     for inside in ("/var/lib/runspec/runs/sbx/probe", "/var/lib/runspec/jobs/sbx/control/probe"):
         assert write(inside).returncode == 0, inside
+    _probe_the_walls(inst, pid)
     # yolo9-t needs no token: the stored login is hidden from it (an empty, inaccessible node
     # in its place), not merely read-only.
     hidden = c.sh(f"nsenter -t {pid} -m cat {login}", check=False)
