@@ -71,7 +71,9 @@ def job_needs_hub_token(job: TrainJob) -> bool:
 # a dataset that planted a `runspec/` package somewhere cannot have it run.
 _BOOT = (
     "import runpy, sys; sys.path.insert(0, sys.argv[1]); module = sys.argv[2]; "
-    "sys.argv = [module, *sys.argv[3:]]; runpy.run_module(module, run_name='__main__')"
+    "sys.argv = [module, *sys.argv[3:]]; "
+    # alter_sys: `__main__` is the module, as with -m, so DDP's spawned ranks can import it.
+    "runpy.run_module(module, run_name='__main__', alter_sys=True)"
 )
 RUNSPEC_CODE = str(Path(__file__).resolve().parent.parent)
 
