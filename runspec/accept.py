@@ -18,8 +18,8 @@ from runspec.atomic import write_json_atomic
 from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.errors import RunspecError
 from runspec.model import Spec
-from runspec.owner import reserve_note
 from runspec.paths import RunPaths
+from runspec.room import reserve_note
 from runspec.rules import RULES_VERSION
 from runspec.state import DamagedRecord, RecordStore, RunRecord, RunStatus
 

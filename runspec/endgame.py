@@ -37,10 +37,11 @@ from runspec.loader import load_accepted
 from runspec.locks import FileLock, Holder
 from runspec.machinefile import HISTORY_MAX, Pending, load_pending, save_pending
 from runspec.model import FinishAction, FinishSpec, Spec
-from runspec.owner import RunOwner, daemon_holder, is_unwritable
+from runspec.owner import RunOwner, daemon_holder
 from runspec.paths import RunPaths, StateLayout
 from runspec.providers.persist import Attempt
 from runspec.readback import unread
+from runspec.room import is_unwritable
 from runspec.state import RunStatus
 from runspec.verdict import MachineVerdict, machine_verdict, run_safety
 from runspec.views import messages

@@ -29,9 +29,10 @@ from runspec.endgame import Endgame
 from runspec.errors import RunspecError
 from runspec.launcher import TrainerHandle
 from runspec.model import Spec
-from runspec.owner import SPACE_POLL_S, RunLock, RunOwner, is_no_space
+from runspec.owner import RunLock, RunOwner
 from runspec.paths import RunPaths
 from runspec.requests import RunRequests
+from runspec.room import SPACE_POLL_S, is_no_space
 from runspec.state import RecordStore, RunRecord, RunStatus, Termination
 from runspec.supervise import RunParts, Supervisor, SupervisorOptions
 from runspec.views import messages

@@ -24,9 +24,10 @@ from runspec.exitstep import ExitFacts, Step, next_step
 from runspec.launcher import TrainerHandle, start
 from runspec.model import Spec
 from runspec.observer import observe
-from runspec.owner import RunOwner, checkpoint_room, short_of_room, wait_for_space
+from runspec.owner import RunOwner
 from runspec.paths import RunPaths
 from runspec.requests import RunRequests
+from runspec.room import checkpoint_room, short_of_room, wait_for_space
 from runspec.state import PushRecord, RunRecord, RunStatus, Termination
 from runspec.views import messages
 from runspec.views.epochline import epoch_line

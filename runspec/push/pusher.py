@@ -28,7 +28,7 @@ from runspec.checkpoints import CheckpointFile
 from runspec.clock import SYSTEM, Clock, human_duration, utc_iso
 from runspec.meter import Meter
 from runspec.model import Spec
-from runspec.owner import RunOwner, is_no_space
+from runspec.owner import RunOwner
 from runspec.paths import RunPaths
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line, scrub
 from runspec.push.collect import Stager, is_immutable
@@ -36,6 +36,7 @@ from runspec.push.manifest import MANIFEST, Manifest, ManifestEntry
 from runspec.push.sending import send
 from runspec.push.targets import kind_of
 from runspec.requests import PushNow
+from runspec.room import is_no_space
 from runspec.state import PushRecord
 from runspec.units import format_bytes
 from runspec.voice import warning

@@ -15,8 +15,9 @@ from runspec.errors import RunspecError
 from runspec.firststep import time_to_first_step
 from runspec.meter import read_snapshot
 from runspec.model import Spec
-from runspec.owner import read_note, run_holder
+from runspec.owner import run_holder
 from runspec.paths import RunPaths, StateLayout
+from runspec.room import read_note
 from runspec.state import Damaged, RunRecord, RunStatus
 
 log = logging.getLogger("runspec.views.runinfo")
