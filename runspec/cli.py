@@ -27,9 +27,10 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from runspec import __version__, redact
+from runspec import __version__
 from runspec.errors import Outcome, RunspecError, SpecInvalid
 from runspec.printable import printable_lines
+from runspec.secrets import redact
 from runspec.voice import Stream, setup_logging
 
 log = logging.getLogger("runspec")

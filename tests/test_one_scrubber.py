@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from runspec import alerts, redact
+from runspec import alerts
 from runspec.push import base
+from runspec.secrets import redact
 from tests.fixtures_daemon import REPO
 
 SECRET = "registered-s3cret-0123456789"
