@@ -75,4 +75,5 @@ def test_the_rule_in_one_place_matches_the_readme() -> None:
         Outcome.UNVERIFIED: 3,
     }
     readme = (REPO / "README.md").read_text()
-    assert "| 2 | the command was used wrongly, a file could not be read, or a spec is" in readme
+    assert "| 1 | it did it and the answer is a failure: `validate` found an invalid spec" in readme
+    assert "| 2 | the command was used wrongly, a file could not be read, or the command" in readme

@@ -85,5 +85,6 @@ def test_rm_of_a_damaged_run_still_retires_it(tmp_path: Path) -> None:
     out = runspec_cli("rm", "done", "--state", str(state))
     assert out.returncode == 0, out.stderr
     assert not (state / "jobs" / "done").exists()
-    assert (state / "runs" / "done" / "weights.pt").exists()
+    # Its run folder is kept, moved out of the name's way (issue 23).
+    assert [p.name for p in (state / "runs").glob("done.removed-*/weights.pt")]
     assert (bystander / "keep.txt").exists()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import select
 import subprocess
 import sys
 import tarfile
@@ -58,6 +59,17 @@ def test_a_slow_transfer_says_a_line_every_30_s() -> None:
     assert len(said) == 3 and all("ETA" in line for line in said), said
 
 
+def _read_all(fd: int) -> str:
+    """Everything written to the pty so far: a pty may hand it over in more than one read."""
+    got = b""
+    while select.select([fd], [], [], 0.5)[0]:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        got += chunk
+    return got.decode()
+
+
 def test_a_terminal_gets_a_live_bar_that_lines_clear(tmp_path: Path) -> None:
     main, tty = os.openpty()
     out = io.StringIO()
@@ -69,7 +81,7 @@ def test_a_terminal_gets_a_live_bar_that_lines_clear(tmp_path: Path) -> None:
         clock.advance(1.0)
         meter.add(40 * MB)
         stream("dataset tar ready")
-        drawn = os.read(main, 4096).decode()
+        drawn = _read_all(main)
     os.close(main)
     assert "\r\x1b[Kextracting data.tar [########............] 40.0 MB of 100.0 MB (40%)" in drawn
     assert drawn.endswith("\r\x1b[K")  # cleared before the lasting line

@@ -111,9 +111,10 @@ def test_a_libreyolo_error_fails_the_run_without_retrying_and_still_pushes_its_l
     assert record["termination"] == "failed-training"
     assert record["restarts_used"] == 0  # an exception LibreYOLO raised would recur
     assert "LibreYOLO failed" in record["why"]
-    # The failure can be read after the machine is gone: its record went out with the push.
-    assert (tmp_path / "volume" / "broken" / "runspec" / "spec.yaml").exists()
-    # A failed run still gets its finish once its files are verified off the machine.
+    # It made no weights: nothing is pushed and no folder made (issue 23); the run says so.
+    assert not (tmp_path / "volume" / "broken").exists()
+    assert "no weights were made" in out
+    # A failed run still gets its finish: nothing unverified stands in its way.
     assert (tmp_path / "finished").exists()
 
 

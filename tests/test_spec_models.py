@@ -43,7 +43,7 @@ def test_an_unknown_model_is_refused_with_a_did_you_mean_and_no_libreyolo(tmp_pa
         timeout=60,
         check=False,
     )
-    assert out.returncode == 2, out.stderr  # an invalid spec, as from every command
+    assert out.returncode == 1, out.stderr  # validate: the answer is "invalid" (issue 23)
     assert "/train/model: 'yolo9-tt' is not a model LibreYOLO knows; did you mean 'yolo9-t'?" in (
         out.stdout
     )

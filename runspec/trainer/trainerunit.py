@@ -71,7 +71,9 @@ def job_needs_hub_token(job: TrainJob) -> bool:
 # a dataset that planted a `runspec/` package somewhere cannot have it run.
 _BOOT = (
     "import runpy, sys; sys.path.insert(0, sys.argv[1]); module = sys.argv[2]; "
-    "sys.argv = [module, *sys.argv[3:]]; runpy.run_module(module, run_name='__main__')"
+    "sys.argv = [module, *sys.argv[3:]]; "
+    # alter_sys: `__main__` is the module, as with -m, so DDP's spawned ranks can import it.
+    "runpy.run_module(module, run_name='__main__', alter_sys=True)"
 )
 RUNSPEC_CODE = str(Path(__file__).resolve().parent.parent.parent)
 
@@ -155,6 +157,44 @@ def quoted_list(folders: Sequence[Path]) -> str:
     return " ".join(_quoted(p) for p in folders)
 
 
+# As runspecd.service's walls, less what training needs: the devices (GPUs, the NVLink and
+# InfiniBand adapters NCCL may use) stay open, and so does the network (the Hub, NCCL's TCP).
+# Uid 0 with no capability at all: no remount of its read-only view, no read of a file that is
+# not root's, no signal or ptrace beyond its own processes, no new privileges.
+WALLS = (
+    "CapabilityBoundingSet=",
+    "AmbientCapabilities=",
+    "PrivateMounts=yes",
+    "ProtectKernelTunables=yes",
+    "ProtectKernelModules=yes",
+    "ProtectKernelLogs=yes",
+    "ProtectControlGroups=yes",
+    "ProtectClock=yes",
+    "ProtectHostname=yes",
+    "ProtectProc=invisible",
+    "RestrictNamespaces=yes",
+    "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK",
+    "SystemCallFilter=@system-service",
+    "SystemCallErrorNumber=EPERM",
+    "SystemCallArchitectures=native",
+    "RestrictRealtime=yes",
+    "RestrictSUIDSGID=yes",
+    "LockPersonality=yes",
+)
+# Root's files the trainer must never read, root-owned and so readable by uid 0 even without
+# a capability: the daemon's environment file (provider keys, the token) and its config.
+SECRET_FOLDERS = (Path("/etc/runspec"),)
+
+
+def _not_the_trainers(paths: RunPaths) -> list[Path]:
+    """runspec's own files that are none of the trainer's business: the keys' folder, the
+    inbox and the claimed specs (a spec written there runs its finish.command as the daemon),
+    and the machine's end."""
+    layout = paths.layout
+    state = [layout.state / part for part in ("inbox", "claimed")]
+    return [*SECRET_FOLDERS, *state, layout.machine_file, layout.machine_lock]
+
+
 def sandbox_properties(job: TrainJob, paths: RunPaths, *, needs_token: bool) -> list[str]:
     props = ["UMask=0077", "NoNewPrivileges=yes"]
     if os.geteuid() != 0:
@@ -171,6 +211,8 @@ def sandbox_properties(job: TrainJob, paths: RunPaths, *, needs_token: bool) -> 
         "ProtectSystem=strict",
         "ReadWritePaths=" + " ".join(_quoted(p) for p in writable),
         "ProtectHome=read-only",
+        *WALLS,
+        "InaccessiblePaths=" + quoted_list(_not_the_trainers(paths)),
     ]
     if not shared_tmp:
         props.append("PrivateTmp=yes")
