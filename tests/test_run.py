@@ -111,8 +111,9 @@ def test_a_libreyolo_error_fails_the_run_without_retrying_and_still_pushes_its_l
     assert record["termination"] == "failed-training"
     assert record["restarts_used"] == 0  # an exception LibreYOLO raised would recur
     assert "LibreYOLO failed" in record["why"]
-    # It made no weights: nothing is pushed and no folder made (issue 23); the run says so.
-    assert not (tmp_path / "volume" / "broken").exists()
+    # It made no weights: nothing is pushed (issue 23; the preflight's one write may have made
+    # the folder); the run says so.
+    assert not (tmp_path / "volume" / "broken" / "runspec" / "spec.yaml").exists()
     assert "no weights were made" in out
     # A failed run still gets its finish: nothing unverified stands in its way.
     assert (tmp_path / "finished").exists()
