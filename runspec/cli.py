@@ -141,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # As runspecd.service's UMask=0077, wherever it runs (a terminal, a container without
         # systemd): run folders, weights, pushed copies and records are their owner's alone.
         os.umask(0o077)
-        # They hold the keys: no child of theirs may read their environment (runspec.secrets.undumpable).
+        # They hold the keys: no child of theirs may read their environment (secrets.undumpable).
         from runspec.secrets.undumpable import make_undumpable
 
         make_undumpable()
