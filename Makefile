@@ -32,6 +32,7 @@ demo: $(BIN)/.installed
 lint: $(BIN)/.installed
 	$(BIN)/ruff check runspec tests bench
 	$(BIN)/ruff format --check runspec tests bench
+	$(BIN)/lint-imports
 
 typecheck: $(BIN)/.installed
 	$(BIN)/mypy

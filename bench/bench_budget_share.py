@@ -11,7 +11,7 @@ Two halves, and what is real in each:
 2. Driven by runspec.clock.ManualClock, the run itself, with the real planner
    (runspec.budget.Planner: reserve, measured upload rate, point of no return), the real fit
    (runspec.budgetfit.plan from the profile's epoch) and the trainer's own stop rule at each
-   epoch boundary (runspec.trainer.StopControl: no epoch that would end past the stop time):
+   epoch boundary (runspec.trainer.child.StopControl: no epoch that would end past the stop time):
    a stand-in trainer's GPU-like epochs of --epoch-min minutes (1 % noise, every tenth
    validating and --val-extra longer), a push after every epoch (last.pt, best.pt) taking the
    measured time for its bytes while training goes on, the final push, the read-back and the
@@ -69,9 +69,9 @@ class Measured:
 
 
 def measure_preflight(work: Path, runs: int) -> float:
-    from runspec.loader import load_spec_text
-    from runspec.paths import RunPaths
     from runspec.preflight import run_preflight
+    from runspec.spec.loader import load_spec_text
+    from runspec.store.paths import RunPaths
 
     spec = load_spec_text(
         SPEC.format(epochs=10, hours=8, fit="none")
@@ -168,7 +168,7 @@ def simulate(args: argparse.Namespace, m: Measured, hours: float, fit: str, seed
     from runspec.budget import Planner, validates
     from runspec.budgetfit import plan
     from runspec.clock import ManualClock
-    from runspec.loader import load_spec_text
+    from runspec.spec.loader import load_spec_text
 
     rng = random.Random(seed)
     spec = load_spec_text(SPEC.format(epochs=args.epochs, hours=hours, fit=fit), "bench.yaml")

@@ -32,10 +32,10 @@ from typing import Any
 
 from runspec.budget import Planner, validates
 from runspec.clock import ManualClock, utc_iso
-from runspec.finish import FinishHost, apply_finish
-from runspec.loader import load_spec_text
-from runspec.model import Spec
-from runspec.state import PushRecord, RecordStore, RunRecord, RunStatus
+from runspec.machine.finish import FinishHost, apply_finish
+from runspec.spec.loader import load_spec_text
+from runspec.spec.model import Spec
+from runspec.store.state import PushRecord, RecordStore, RunRecord, RunStatus
 
 SPEC = """\
 runspec: 1

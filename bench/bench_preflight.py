@@ -19,9 +19,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from runspec.loader import load_spec  # noqa: E402
-from runspec.paths import RunPaths  # noqa: E402
 from runspec.preflight import run_preflight  # noqa: E402
+from runspec.spec.loader import load_spec  # noqa: E402
+from runspec.store.paths import RunPaths  # noqa: E402
 
 
 def main() -> int:

@@ -156,13 +156,13 @@ def time_and_memory(server: object, work: Path, mb: int, repeat: int, env: dict[
 
 
 def unchanged_repush(server: object, work: Path, mb: int) -> None:
-    from runspec.accept import accept
-    from runspec.control import EpochMarker, FileStat, write_epoch_marker
-    from runspec.loader import load_spec
-    from runspec.owner import RunOwner
-    from runspec.paths import RunPaths
     from runspec.push import Pusher
-    from runspec.state import RecordStore
+    from runspec.run.accept import accept
+    from runspec.spec.loader import load_spec
+    from runspec.store.owner import RunOwner
+    from runspec.store.paths import RunPaths
+    from runspec.store.state import RecordStore
+    from runspec.trainer.control import EpochMarker, FileStat, write_epoch_marker
 
     forget_objects(server)
     spec_file = work / "bench.yaml"

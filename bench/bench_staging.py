@@ -1,11 +1,11 @@
 """Dataset staging against a plain download of the same bytes, through the local Hub server.
 
-Staging (runspec.staging.stage_dataset) downloads the tar into the Hub cache (huggingface_hub,
-resumable, what a restart finds again), then extracts it with runspec.safetar: a second pass
-over the disk that hashes and checks every member. The plain download is the same
-`hf_hub_download` into a fresh cache, without the extraction. The tar holds image-sized
-members of random bytes and a data.yaml. Each pass starts from an empty cache and an empty
-data folder; the figures are medians of --runs. Goal: staging within 15 % of the download.
+Staging (runspec.dataset.staging.stage_dataset) downloads the tar into the Hub cache
+(huggingface_hub, resumable, what a restart finds again), then extracts it with
+runspec.dataset.safetar: a second pass over the disk that hashes and checks every member. The plain
+download is the same `hf_hub_download` into a fresh cache, without the extraction. The tar holds
+image-sized members of random bytes and a data.yaml. Each pass starts from an empty cache and an
+empty data folder; the figures are medians of --runs. Goal: staging within 15 % of the download.
 
 Two link rates: the loopback's own speed (the disk's pass shows in full) and --link-mbs
 (megabytes per second, as a rented machine's link; the server paces every LFS body to it).
@@ -74,9 +74,9 @@ def start_server(work: Path) -> Any:
 
 def stage_once(work: Path) -> float:
     """Seconds for runspec's staging from an empty cache into an empty data folder."""
-    from runspec.loader import load_spec_text
-    from runspec.paths import RunPaths
-    from runspec.staging import stage_dataset
+    from runspec.dataset.staging import stage_dataset
+    from runspec.spec.loader import load_spec_text
+    from runspec.store.paths import RunPaths
 
     home, data = work / "hf-stage", work / "data"
     shutil.rmtree(home, ignore_errors=True)

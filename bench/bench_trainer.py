@@ -26,11 +26,11 @@ from types import MappingProxyType
 
 import psutil
 
-from runspec.control import TrainJob
-from runspec.launcher import start
-from runspec.model import BudgetSpec, DatasetSpec, Spec, SyntheticDataset, TrainSpec
-from runspec.paths import RunPaths
-from runspec.synthetic import generate
+from runspec.dataset.synthetic import generate
+from runspec.spec.model import BudgetSpec, DatasetSpec, Spec, SyntheticDataset, TrainSpec
+from runspec.store.paths import RunPaths
+from runspec.trainer.control import TrainJob
+from runspec.trainer.launcher import start
 
 DATA = SyntheticDataset(train=8, val=4, imgsz=64, classes=3, seed=0)
 ARGS = {"pretrained": False, "workers": 0, "eval_interval": 1, "patience": 0, "amp": False}

@@ -6,7 +6,7 @@
 Without CUDA (no torch, or torch sees no GPU) it prints one line and exits 0. With CUDA, in
 under 5 minutes on one GPU:
 
-1. a synthetic dataset (`python -m runspec.synthetic`, --images of --data-imgsz px);
+1. a synthetic dataset (`python -m runspec.dataset.synthetic`, --images of --data-imgsz px);
 2. `runspec preflight --json --collective-one-gpu` of a spec on every GPU (`device: all`): the
    matmul on each GPU against the CPU, the NCCL all_reduce across all of them (one included),
    memory, disk, the doctor and the profiler (verdict, img/s, cost per epoch);
@@ -260,7 +260,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def make_dataset(args: argparse.Namespace) -> Path:
-    """runspec.synthetic in one process per shard (it is single-threaded and the GPU waits),
+    """runspec.dataset.synthetic in one process per shard (it is single-threaded and the GPU waits),
     joined by one data.yaml listing every shard's training folder; shard 0 holds the val split."""
     root: Path = args.work / "data"
     shards = max(1, min(8, os.cpu_count() or 1, args.images // 64))
@@ -269,7 +269,7 @@ def make_dataset(args: argparse.Namespace) -> Path:
         count = args.images // shards + (1 if i < args.images % shards else 0)
         val = max(args.images // 16, 8) if i == 0 else 1
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "runspec.synthetic", str(root / f"shard{i}"),
+            [sys.executable, "-m", "runspec.dataset.synthetic", str(root / f"shard{i}"),
              "--train", str(count), "--val", str(val), "--imgsz", str(args.data_imgsz),
              "--seed", str(i)],
             stdout=subprocess.DEVNULL, cwd=args.work,

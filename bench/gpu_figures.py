@@ -29,11 +29,11 @@ import yaml
 from runspec.budget import validates
 from runspec.clock import parse_utc_iso
 from runspec.cost import run_cost
-from runspec.observer import read_epochs
-from runspec.paths import StateLayout
-from runspec.state import RunRecord
+from runspec.store.paths import StateLayout
+from runspec.store.state import RunRecord
+from runspec.trainer.observer import read_epochs
 
-# The supervisor's line when the planner asks the trainer to stop (runspec/supervise.py).
+# The supervisor's line when the planner asks the trainer to stop (runspec/run/supervise.py).
 _PLANNER_STOP = re.compile(r"budget: epoch (\d+) may not leave time")
 
 

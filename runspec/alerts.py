@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit
 
-from runspec import redact
+from runspec.secrets import redact
 from runspec.voice import warning
 
 log = logging.getLogger("runspec.alerts")
@@ -81,7 +81,7 @@ def secrets_of(target: Target, environ: Mapping[str, str]) -> set[str]:
 
 
 def scrub(text: str, secrets: set[str]) -> str:
-    """The one scrubber (runspec.redact), told the notification URLs' secrets too."""
+    """The one scrubber (runspec.secrets.redact), told the notification URLs' secrets too."""
     redact.register(*secrets)
     return redact.scrub(text)
 

@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from runspec.clock import SYSTEM, Clock, parse_utc_iso
-from runspec.model import FinishAction, Spec
-from runspec.state import RunRecord
+from runspec.spec.model import FinishAction, Spec
+from runspec.store.state import RunRecord
 
 DEFAULT_UPLOAD_RATE = 10e6  # bytes/s assumed before this run has measured a push
 # Only to keep a stalled link from dividing by zero: a floor on the rate shortens the reserve,

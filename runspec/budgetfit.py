@@ -27,8 +27,8 @@ from runspec.budget import (
     eval_interval_of,
     validates,
 )
-from runspec.model import BudgetFit, Spec
-from runspec.state import RunRecord
+from runspec.spec.model import BudgetFit, Spec
+from runspec.store.state import RunRecord
 
 # The profile times a few training steps: real epochs add the loader's start, the checkpoint
 # saves and a slower first epoch. Epochs are planned this much longer than measured. Small on

@@ -27,9 +27,10 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from runspec import __version__, redact
+from runspec import __version__
 from runspec.errors import Outcome, RunspecError, SpecInvalid
 from runspec.printable import printable_lines
+from runspec.secrets import redact
 from runspec.voice import Stream, setup_logging
 
 log = logging.getLogger("runspec")
@@ -140,8 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # As runspecd.service's UMask=0077, wherever it runs (a terminal, a container without
         # systemd): run folders, weights, pushed copies and records are their owner's alone.
         os.umask(0o077)
-        # They hold the keys: no child of theirs may read their environment (runspec.undumpable).
-        from runspec.undumpable import make_undumpable
+        # They hold the keys: no child of theirs may read their environment (secrets.undumpable).
+        from runspec.secrets.undumpable import make_undumpable
 
         make_undumpable()
     try:

@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from runspec.clock import parse_utc_iso
-from runspec.model import Spec, StorageSpec
 from runspec.providers import PROVIDERS
-from runspec.state import RunRecord, RunStatus
+from runspec.spec.model import Spec, StorageSpec
+from runspec.store.state import RunRecord, RunStatus
 
 HOURS_PER_MONTH = 730.0  # the providers' own convention (8,760 h / 12)
 

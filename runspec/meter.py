@@ -4,7 +4,7 @@ On a terminal it is a live bar (runspec.voice.Transient, redrawn in place); anyw
 (the journal, a file) a line at each tenth done or every 30 s, whichever comes first, and
 nothing at all for a transfer over within its first few seconds: the line that says it is done
 says enough then. Its state can also be kept in a small JSON file, which `runspec status`
-reads while the transfer runs (runspec.paths: `transfer.json` in the job folder).
+reads while the transfer runs (runspec.store.paths: `transfer.json` in the job folder).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from runspec.atomic import write_text
 from runspec.clock import SYSTEM, Clock, human_duration, utc_iso
+from runspec.store.atomic import write_text
 from runspec.units import format_bytes
 from runspec.voice import Transient, live
 

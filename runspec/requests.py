@@ -12,8 +12,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from runspec.paths import RunPaths
-from runspec.state import PushRecord
+from runspec.store.paths import RunPaths
+from runspec.store.state import PushRecord
 
 
 @dataclass

@@ -20,9 +20,9 @@ import sys
 import threading
 from typing import TextIO
 
-from runspec import redact
 from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.printable import PrintableFormatter, printable
+from runspec.secrets import redact
 
 # sd-daemon(3): the prefixes the journal reads at the start of a line.
 ERROR = 3

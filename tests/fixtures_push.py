@@ -1,7 +1,7 @@
 """Fixtures for the pusher: a run folder that looks like a LibreYOLO run mid-training.
 
 Checkpoints here are fake but valid torch archives (zip files with a `data.pkl` member, which
-is what `runspec.checkpoints.is_intact` checks), big enough (12 MB) to take the Hub's LFS
+is what `runspec.trainer.checkpoints.is_intact` checks), big enough (12 MB) to take the Hub's LFS
 path; the trainer's epoch marker vouches for them exactly as the real trainer's does. One test
 file (test_push_training.py) pushes real checkpoints from real training instead.
 """
@@ -18,15 +18,15 @@ from typing import Any
 
 import pytest
 
-from runspec.accept import accept
 from runspec.clock import ManualClock
-from runspec.control import EpochMarker, FileStat, write_epoch_marker
-from runspec.loader import load_spec
-from runspec.model import Spec
-from runspec.owner import RunOwner
-from runspec.paths import RunPaths
 from runspec.push import Pusher
-from runspec.state import RecordStore, RunRecord
+from runspec.run.accept import accept
+from runspec.spec.loader import load_spec
+from runspec.spec.model import Spec
+from runspec.store.owner import RunOwner
+from runspec.store.paths import RunPaths
+from runspec.store.state import RecordStore, RunRecord
+from runspec.trainer.control import EpochMarker, FileStat, write_epoch_marker
 
 CKPT_SIZE = 12 * 1000 * 1000
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from runspec.control import TrainJob, read_epoch_marker
-from runspec.model import BudgetSpec, DatasetSpec, Spec, SyntheticDataset, TrainSpec
-from runspec.paths import RunPaths
-from runspec.synthetic import generate
+from runspec.dataset.synthetic import generate
+from runspec.spec.model import BudgetSpec, DatasetSpec, Spec, SyntheticDataset, TrainSpec
+from runspec.store.paths import RunPaths
+from runspec.trainer.control import TrainJob, read_epoch_marker
 
 TINY = SyntheticDataset(train=8, val=4, imgsz=64, classes=3, seed=0)
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from runspec.accept import accept
 from runspec.errors import SpecInvalid
-from runspec.loader import AcceptedSpecUnreadable, load_accepted, load_spec
-from runspec.paths import StateLayout
-from runspec.rules import RULES_VERSION
-from runspec.state import RecordStore
-from runspec.verdict import machine_verdict
+from runspec.machine.verdict import machine_verdict
+from runspec.run.accept import accept
+from runspec.spec.loader import AcceptedSpecUnreadable, load_accepted, load_spec
+from runspec.spec.rules import RULES_VERSION
+from runspec.store.paths import StateLayout
+from runspec.store.state import RecordStore
 from tests.fixtures_daemon import DaemonProc
 from tests.test_daemon_runs import TRAIN_BOUND, tiny
 

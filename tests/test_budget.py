@@ -14,8 +14,8 @@ from runspec.budget import (
     validates,
 )
 from runspec.clock import ManualClock, utc_iso
-from runspec.loader import load_spec_text
-from runspec.state import RunRecord
+from runspec.spec.loader import load_spec_text
+from runspec.store.state import RunRecord
 
 MB = 1_000_000
 

@@ -16,16 +16,16 @@ from types import MappingProxyType
 import pytest
 import yaml
 
-from runspec import control
 from runspec.budget import VALIDATION_FACTOR, last_epoch_in_budget
 from runspec.budgetfit import TRAINER_START_S, Fit, epochs_in, plan, planned_epochs
-from runspec.control import TrainerOutcome, TrainJob
-from runspec.launcher import TrainerHandle, start
-from runspec.model import BudgetFit, BudgetSpec
-from runspec.observer import read_epochs
-from runspec.paths import RunPaths
 from runspec.preflight.report import CheckResult, CheckStatus, PreflightReport
-from runspec.state import RunRecord
+from runspec.spec.model import BudgetFit, BudgetSpec
+from runspec.store.paths import RunPaths
+from runspec.store.state import RunRecord
+from runspec.trainer import control
+from runspec.trainer.control import TrainerOutcome, TrainJob
+from runspec.trainer.launcher import TrainerHandle, start
+from runspec.trainer.observer import read_epochs
 from tests.fixtures_run import SpecWriter, finish_run, record_of, start_run
 from tests.fixtures_training import tiny_spec, wait_epoch, wait_for
 

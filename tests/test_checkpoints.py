@@ -8,14 +8,14 @@ from pathlib import Path
 
 import torch
 
-from runspec import control
-from runspec.checkpoints import (
+from runspec.trainer import control
+from runspec.trainer.checkpoints import (
     complete_checkpoints,
     is_intact,
     newest_intact_checkpoint,
     stage_copy,
 )
-from runspec.control import EpochMarker, FileStat
+from runspec.trainer.control import EpochMarker, FileStat
 
 
 def _save_checkpoint(path: Path, epoch: int) -> None:

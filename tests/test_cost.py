@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from runspec.cost import Choice, break_even_hours, choose, estimate, run_cost, stopped_hourly
-from runspec.loader import load_spec, load_spec_text
-from runspec.model import StorageSpec
-from runspec.state import RunRecord, RunStatus
+from runspec.spec.loader import load_spec, load_spec_text
+from runspec.spec.model import StorageSpec
+from runspec.store.state import RunRecord, RunStatus
 
 REPO = Path(__file__).resolve().parent.parent
 GUIDE = StorageSpec(

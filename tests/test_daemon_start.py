@@ -117,11 +117,11 @@ def _idle_config(tmp_path: Path, marker: Path) -> Path:
 
 
 def _queue_and_cancel(state: Path, name: str) -> None:
-    from runspec.accept import accept
     from runspec.clock import SYSTEM
     from runspec.daemon.queue import request_cancel
-    from runspec.loader import load_spec_text
-    from runspec.paths import StateLayout
+    from runspec.run.accept import accept
+    from runspec.spec.loader import load_spec_text
+    from runspec.store.paths import StateLayout
 
     accept(load_spec_text(spec_text(name), f"{name}.yaml"), state, None, SYSTEM)
     request_cancel(StateLayout(state).run_paths(name), SYSTEM)

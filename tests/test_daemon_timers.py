@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runspec.accept import accept
 from runspec.clock import ManualClock, utc_iso
 from runspec.daemon.config import DaemonConfig
 from runspec.daemon.jobs import IDLE_FINISH_ID, Timers
 from runspec.daemon.runs import RunKeeper
-from runspec.loader import load_spec_text
-from runspec.model import FinishAction, FinishSpec
-from runspec.state import RecordStore, RunStatus, Termination
+from runspec.run.accept import accept
+from runspec.spec.loader import load_spec_text
+from runspec.spec.model import FinishAction, FinishSpec
+from runspec.store.state import RecordStore, RunStatus, Termination
 from tests.fixtures_daemon import spec_text
 
 IDLE = 600.0

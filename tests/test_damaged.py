@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from runspec.accept import accept
 from runspec.clock import SYSTEM
-from runspec.loader import load_spec_text
+from runspec.run.accept import accept
+from runspec.spec.loader import load_spec_text
 from tests.fixtures_daemon import DaemonProc, runspec_cli, spec_text
 from tests.fixtures_providers import StandIn, vast_answers_stopped
 from tests.hubserver import HubServer

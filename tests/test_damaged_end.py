@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runspec import failsafe
-from runspec.accept import accept
-from runspec.endgame import Endgame
-from runspec.host import FinishHost
-from runspec.loader import load_spec
-from runspec.paths import StateLayout
+from runspec.machine import failsafe
+from runspec.machine.endgame import Endgame
+from runspec.machine.host import FinishHost
 from runspec.providers.vast import Vast
-from runspec.state import RecordStore, Termination
+from runspec.run.accept import accept
+from runspec.spec.loader import load_spec
+from runspec.store.paths import StateLayout
+from runspec.store.state import RecordStore, Termination
 from tests.fixtures_providers import StandIn, VastInstance
 from tests.fixtures_run import SpecWriter
 from tests.test_machine_safety import ended, pushed, trained

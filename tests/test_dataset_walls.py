@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runspec.datayaml import DatasetEscape, check_data_yaml
-from runspec.synthetic import generate
+from runspec.dataset.datayaml import DatasetEscape, check_data_yaml
+from runspec.dataset.synthetic import generate
 from tests.fixtures_run import SpecWriter, finish_run, record_of, start_run, write_spec
 from tests.fixtures_training import TINY
 

@@ -15,11 +15,11 @@ import os
 import psutil
 import pytest
 
-from runspec import control
-from runspec.checkpoints import complete_checkpoints, is_intact
-from runspec.control import TrainerOutcome
-from runspec.launcher import start
-from runspec.trainer import CPU_DDP_ENV
+from runspec.trainer import control
+from runspec.trainer.checkpoints import complete_checkpoints, is_intact
+from runspec.trainer.child import CPU_DDP_ENV
+from runspec.trainer.control import TrainerOutcome
+from runspec.trainer.launcher import start
 from tests.fixtures_training import TinyJob, wait_epoch, wait_for
 
 pytestmark = pytest.mark.timeout(600)

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import psutil
 
-from runspec import failsafe, watcher
-from runspec.accept import accept
 from runspec.clock import utc_iso
-from runspec.loader import load_spec_text
-from runspec.state import RecordStore, RunStatus
+from runspec.machine import failsafe, watcher
+from runspec.run.accept import accept
+from runspec.spec.loader import load_spec_text
+from runspec.store.state import RecordStore, RunStatus
 from tests.fixtures_daemon import REPO, drop, spec_text, wait_until
 from tests.fixtures_providers import StandIn, VastInstance
 from tests.fixtures_push import write_checkpoint

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runspec.accept import accept
-from runspec.endgame import Endgame
-from runspec.host import FinishHost
-from runspec.loader import load_spec
-from runspec.owner import RunOwner
-from runspec.paths import StateLayout
-from runspec.state import RecordStore, RunStatus, Termination
+from runspec.machine.endgame import Endgame
+from runspec.machine.host import FinishHost
+from runspec.run.accept import accept
+from runspec.spec.loader import load_spec
+from runspec.store.owner import RunOwner
+from runspec.store.paths import StateLayout
+from runspec.store.state import RecordStore, RunStatus, Termination
 from tests.fixtures_providers import Answer, StandIn
 from tests.fixtures_run import SpecWriter
 from tests.test_machine_safety import push_final, pushed, trained

@@ -11,9 +11,9 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 
-from runspec.envpaths import is_path_valued
-from runspec.loader import check_spec_text
-from runspec.rules import forbidden_env
+from runspec.spec.envpaths import is_path_valued
+from runspec.spec.loader import check_spec_text
+from runspec.spec.rules import forbidden_env
 from tests.fixtures_daemon import spec_text
 
 # Read by huggingface_hub, changing nothing about where a request goes or what is written.

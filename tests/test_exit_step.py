@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from runspec.control import TrainerOutcome as O
-from runspec.exitstep import ExitFacts, ExitStep, Step, next_step
-from runspec.state import Termination as T
+from runspec.run.exitstep import ExitFacts, ExitStep, Step, next_step
+from runspec.store.state import Termination as T
+from runspec.trainer.control import TrainerOutcome as O
 
 NOSPACE = "no space left on device: [Errno 28] writing last.pt"
 END, WAIT, RESTART = Step.END, Step.WAIT_FOR_SPACE, Step.RESTART

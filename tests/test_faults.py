@@ -28,10 +28,10 @@ import psutil
 import pytest
 import yaml
 
-from runspec.loader import load_spec
-from runspec.paths import StateLayout
-from runspec.state import RecordStore, RunStatus
-from runspec.verdict import run_safety
+from runspec.machine.verdict import run_safety
+from runspec.spec.loader import load_spec
+from runspec.store.paths import StateLayout
+from runspec.store.state import RecordStore, RunStatus
 from tests.fixtures_daemon import DaemonProc, drop
 from tests.fixtures_providers import Answer, StandIn, VastInstance
 from tests.fixtures_run import base_spec, merge

@@ -18,16 +18,16 @@ from pathlib import Path
 import psutil
 import pytest
 
-from runspec import failsafe
-from runspec.accept import accept
 from runspec.clock import ManualClock, utc_iso
-from runspec.finish import FinishContext, FinishResult, apply_finish
-from runspec.host import FinishHost, container_reason
-from runspec.loader import load_spec_text
-from runspec.model import Spec
-from runspec.paths import RunPaths
+from runspec.machine import failsafe
+from runspec.machine.finish import FinishContext, FinishResult, apply_finish
+from runspec.machine.host import FinishHost, container_reason
 from runspec.providers.vast import Vast
-from runspec.state import RecordStore, RunRecord, RunStatus
+from runspec.run.accept import accept
+from runspec.spec.loader import load_spec_text
+from runspec.spec.model import Spec
+from runspec.store.paths import RunPaths
+from runspec.store.state import RecordStore, RunRecord, RunStatus
 from tests.fixtures_providers import Answer, StandIn, vast_answers_stopped
 from tests.fixtures_push import write_checkpoint
 
@@ -480,7 +480,7 @@ def test_failsafe_arms_a_transient_timer_at_deadline_plus_overrun(tmp_path: Path
         "--",
         sys.executable,
         "-m",
-        "runspec.failsafe",
+        "runspec.machine.failsafe",
         "fire",
         f"--state={tmp_path / 'state'}",
         "fs1",
@@ -557,7 +557,7 @@ def test_failsafe_fires_only_for_a_run_that_has_not_ended(tmp_path: Path, host_r
     store.save(saved)
     # The real entry point the timer runs, in its own process.
     proc = subprocess.run(
-        [sys.executable, "-m", "runspec.failsafe", "fire", f"--state={state_dir}", "fs3"],
+        [sys.executable, "-m", "runspec.machine.failsafe", "fire", f"--state={state_dir}", "fs3"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -3,8 +3,8 @@ record written in one of the three older shapes reads as the step it was."""
 
 from __future__ import annotations
 
-from runspec.finish import FinishResult
-from runspec.finishrecord import FinishRecord, FinishStep
+from runspec.machine.finish import FinishResult
+from runspec.store.finishrecord import FinishRecord, FinishStep
 
 STOPPED = FinishResult("destroy", "stop", False, False, True, "PUT", "stop: vast reports stopped")
 

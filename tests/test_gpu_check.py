@@ -20,10 +20,10 @@ from types import ModuleType
 
 import pytest
 
-from runspec import control
 from runspec.clock import ManualClock, utc_iso
-from runspec.control import EpochMarker, TrainerOutcome, TrainerResult
-from runspec.state import RecordStore, RunRecord, RunStatus, Termination
+from runspec.store.state import RecordStore, RunRecord, RunStatus, Termination
+from runspec.trainer import control
+from runspec.trainer.control import EpochMarker, TrainerOutcome, TrainerResult
 
 REPO = Path(__file__).resolve().parent.parent
 T0 = 1_800_000_000.0

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from runspec.daemon.queue import arrival
-from runspec.state import RecordStore
+from runspec.store.state import RecordStore
 from tests.fixtures_daemon import DaemonProc, drop, spec_text, wait_until
 
 

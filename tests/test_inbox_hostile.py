@@ -15,7 +15,7 @@ import psutil
 from watchdog.events import FileOpenedEvent, FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from runspec.yamlload import MAX_BYTES
+from runspec.spec.yamlload import MAX_BYTES
 from tests.fixtures_daemon import DaemonProc, drop, spec_text, wait_until
 
 RSS_BOUND = 150e6  # far above the daemon's own ~40 MB, far below reading /dev/zero for a second

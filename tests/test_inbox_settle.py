@@ -76,8 +76,8 @@ def test_the_settle_time_is_the_configs(make_daemon, tmp_path: Path) -> None:  #
 def test_the_inbox_hands_control_back_between_files(tmp_path: Path) -> None:
     """The daemon pings its watchdog between the inbox's files (issue 18, item 7): thirty
     large specs at once are thirty bounded steps, not one that outlasts WatchdogSec."""
-    from runspec.accept import accept
     from runspec.daemon.inbox import Inbox
+    from runspec.run.accept import accept
 
     state, inbox_dir = tmp_path / "state", tmp_path / "inbox"
     state.mkdir(mode=0o700)

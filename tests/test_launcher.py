@@ -11,11 +11,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from runspec import control
-from runspec.checkpoints import is_intact
-from runspec.control import TrainerOutcome, TrainJob
 from runspec.identity import ProcessIdentity
-from runspec.launcher import TrainerHandle, start
+from runspec.trainer import control
+from runspec.trainer.checkpoints import is_intact
+from runspec.trainer.control import TrainerOutcome, TrainJob
+from runspec.trainer.launcher import TrainerHandle, start
 from tests.fixtures_training import TinyJob, wait_epoch, wait_for
 
 pytestmark = pytest.mark.timeout(600)

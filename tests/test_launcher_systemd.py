@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from runspec import control
-from runspec.checkpoints import is_intact
-from runspec.control import TrainJob
-from runspec.launcher import unit_name
-from runspec.paths import RunPaths
+from runspec.store.paths import RunPaths
+from runspec.trainer import control
+from runspec.trainer.checkpoints import is_intact
+from runspec.trainer.control import TrainJob
+from runspec.trainer.launcher import unit_name
 from tests.fixtures_system import code_binds
 from tests.fixtures_training import tiny_spec, wait_epoch, wait_for
 from tests.system.harness import Container, why_unavailable
@@ -31,9 +31,9 @@ REPO = Path(__file__).resolve().parent.parent
 DRIVER = """\
 import json, sys
 from pathlib import Path
-from runspec.control import TrainJob
-from runspec.launcher import TrainerHandle, start
-from runspec.paths import RunPaths
+from runspec.trainer.control import TrainJob
+from runspec.trainer.launcher import TrainerHandle, start
+from runspec.store.paths import RunPaths
 
 state, name, what = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 paths = RunPaths(state=state, name=name, project=state / "runs", data_root=state / "data")

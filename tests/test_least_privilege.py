@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from runspec import trainerunit
-from runspec.control import TrainJob
-from runspec.loader import load_spec_text
-from runspec.paths import RunPaths
 from runspec.preflight import child_env
 from runspec.providers import PROVIDERS
-from runspec.trainerunit import trainer_env
+from runspec.spec.loader import load_spec_text
+from runspec.store.paths import RunPaths
+from runspec.trainer import trainerunit
+from runspec.trainer.control import TrainJob
+from runspec.trainer.trainerunit import trainer_env
 from tests.fixtures_run import SpecWriter, finish_run, start_run
 
 KEYS = {

@@ -8,17 +8,17 @@ import shutil
 import time
 from pathlib import Path
 
-from runspec.accept import accept
-from runspec.control import EpochMarker, FileStat, write_epoch_marker
-from runspec.endgame import Endgame
-from runspec.host import FinishHost
-from runspec.loader import load_spec
-from runspec.owner import RunOwner
-from runspec.paths import RunPaths, StateLayout
+from runspec.machine.endgame import Endgame
+from runspec.machine.host import FinishHost
+from runspec.machine.verdict import machine_verdict, run_safety
 from runspec.providers.vast import Vast
 from runspec.push import Pusher
-from runspec.state import RecordStore, RunRecord, RunStatus, Termination
-from runspec.verdict import machine_verdict, run_safety
+from runspec.run.accept import accept
+from runspec.spec.loader import load_spec
+from runspec.store.owner import RunOwner
+from runspec.store.paths import RunPaths, StateLayout
+from runspec.store.state import RecordStore, RunRecord, RunStatus, Termination
+from runspec.trainer.control import EpochMarker, FileStat, write_epoch_marker
 from tests.fixtures_providers import StandIn, VastInstance
 from tests.fixtures_push import write_checkpoint
 from tests.fixtures_run import SpecWriter

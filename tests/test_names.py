@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from runspec.accept import accept
 from runspec.clock import SYSTEM
-from runspec.loader import load_spec_text
-from runspec.state import RecordStore, RunStatus, Termination
+from runspec.run.accept import accept
+from runspec.spec.loader import load_spec_text
+from runspec.store.state import RecordStore, RunStatus, Termination
 from tests.fixtures_daemon import REPO, spec_text
 from tests.fixtures_run import SpecWriter, finish_run, record_of, start_run, wait_record
 

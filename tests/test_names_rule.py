@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runspec.runname import NAME
+from runspec.spec.runname import NAME
 from tests.fixtures_daemon import REPO, runspec_cli
 
 HOSTILE = ["..", ".", "", "/", "a/b", "../runs", "Run", "_x", "done\n", "a" * 64]

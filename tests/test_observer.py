@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from runspec.observer import observe
+from runspec.trainer.observer import observe
 
 
 def _status(run: Path, state: str, **extra: Any) -> None:

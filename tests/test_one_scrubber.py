@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from runspec import alerts, redact
+from runspec import alerts
 from runspec.push import base
+from runspec.secrets import redact
 from tests.fixtures_daemon import REPO
 
 SECRET = "registered-s3cret-0123456789"
@@ -30,4 +31,4 @@ def test_a_registered_secret_is_blanked_everywhere(caplog: pytest.LogCaptureFixt
 def test_the_token_shape_is_written_once() -> None:
     pattern = "hf_[A-Za-z0-9]{6,}"
     holders = [p for p in (REPO / "runspec").rglob("*.py") if pattern in p.read_text()]
-    assert holders == [Path(REPO / "runspec" / "redact.py")]
+    assert holders == [Path(REPO / "runspec" / "secrets" / "redact.py")]

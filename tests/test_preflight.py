@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 
 from runspec.checkresult import CheckStatus
-from runspec.loader import load_spec
-from runspec.model import Spec
-from runspec.paths import RunPaths
+from runspec.dataset.staging import stage_dataset
 from runspec.preflight import run_preflight
 from runspec.preflight.checks import dataset_bytes, push_check
 from runspec.preflight.disk import (
@@ -23,7 +21,9 @@ from runspec.preflight.disk import (
     hf_home_check,
     model_params_m,
 )
-from runspec.staging import stage_dataset
+from runspec.spec.loader import load_spec
+from runspec.spec.model import Spec
+from runspec.store.paths import RunPaths
 from tests.fixtures_disk import SmallFs
 from tests.hubserver import HubServer
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from runspec import staging
 from runspec.checkresult import CheckStatus
-from runspec.loader import load_spec
-from runspec.paths import RunPaths
+from runspec.dataset import staging
 from runspec.preflight.checks import doctor_check
 from runspec.preflight.profile import epochs_that_fit, profile_check, train_images
+from runspec.spec.loader import load_spec
+from runspec.store.paths import RunPaths
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 from runspec.checkresult import CheckStatus
-from runspec.host import FinishHost
-from runspec.loader import load_spec_text
-from runspec.model import FinishSpec
+from runspec.machine.host import FinishHost
 from runspec.preflight.ending import finish_checks
+from runspec.spec.loader import load_spec_text
+from runspec.spec.model import FinishSpec
 from tests.fixtures_providers import Answer, StandIn, vast_answers_stopped
 
 KEY = "vast-key-preflight-test"

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from runspec.checkresult import CheckStatus
-from runspec.model import TrainSpec
 from runspec.preflight.collective import all_reduce, collective_wanted
 from runspec.preflight.gpu import _batch_rule, compare_matmul, matmul_check, select_gpus
+from runspec.spec.model import TrainSpec
 
 
 def _product(n: int = 256) -> tuple[torch.Tensor, torch.Tensor]:

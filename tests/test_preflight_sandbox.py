@@ -7,8 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from runspec.checkresult import CheckStatus
-from runspec.loader import load_spec_text
-from runspec.paths import RunPaths
 from runspec.preflight.sandbox import (
     _private_tmp,
     _sandboxed,
@@ -16,6 +14,8 @@ from runspec.preflight.sandbox import (
     parse_mounts,
     writable_check,
 )
+from runspec.spec.loader import load_spec_text
+from runspec.store.paths import RunPaths
 
 # runspecd's view (ProtectSystem=strict, StateDirectory=, PrivateTmp=) and PID 1's.
 OURS = """\

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runspec.schema_errors import MAX_PROBLEMS
+from runspec.spec.schema_errors import MAX_PROBLEMS
 from tests.fixtures_daemon import runspec_cli, spec_text
 
 KEYS = 20_000

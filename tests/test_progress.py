@@ -14,12 +14,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from runspec import safetar
 from runspec.clock import ManualClock
+from runspec.dataset import safetar
 from runspec.meter import Meter
 from runspec.push.base import StagedFile
 from runspec.push.dirtarget import DirTarget
-from runspec.state import RunStatus
+from runspec.store.state import RunStatus
 from runspec.voice import Stream, Transient
 from tests.fixtures_daemon import REPO
 from tests.fixtures_push import FakeRun, MakeRun, wait_until

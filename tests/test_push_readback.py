@@ -5,8 +5,8 @@ stays unverified and is retried; and nothing is read back when it is not asked f
 
 from __future__ import annotations
 
-from runspec.state import RunStatus
-from runspec.verdict import run_safety
+from runspec.machine.verdict import run_safety
+from runspec.store.state import RunStatus
 from tests.fixtures_push import MakeRun
 from tests.hubserver import HubServer
 

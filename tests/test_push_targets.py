@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from runspec.model import HubTarget as HubSpec
-from runspec.model import PushSpec
 from runspec.push.base import PushFailed
 from runspec.push.dirtarget import DirTarget
 from runspec.push.hub import HubTarget
 from runspec.push.targets import TARGETS, kind_of
+from runspec.spec.model import HubTarget as HubSpec
+from runspec.spec.model import PushSpec
 
 PUSH = Path(__file__).resolve().parent.parent / "runspec" / "push"
 

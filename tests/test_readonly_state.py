@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from runspec import failsafe
-from runspec.accept import accept
-from runspec.host import FinishHost
-from runspec.loader import load_spec
-from runspec.paths import StateLayout
+from runspec.machine import failsafe
+from runspec.machine.host import FinishHost
 from runspec.providers.vast import Vast
-from runspec.state import RecordStore, RunStatus
+from runspec.run.accept import accept
+from runspec.spec.loader import load_spec
+from runspec.store.paths import StateLayout
+from runspec.store.state import RecordStore, RunStatus
 from tests.fixtures_providers import StandIn, VastInstance
 from tests.fixtures_run import SpecWriter
 from tests.test_machine_safety import trained

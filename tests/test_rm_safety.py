@@ -8,15 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runspec.accept import accept
-from runspec.endgame import Endgame
-from runspec.host import FinishHost
-from runspec.loader import load_spec
-from runspec.model import FinishAction, FinishSpec, Unverified
-from runspec.paths import StateLayout
+from runspec.machine.endgame import Endgame
+from runspec.machine.host import FinishHost
+from runspec.machine.verdict import machine_verdict
 from runspec.providers.vast import Vast
-from runspec.state import RecordStore, Termination
-from runspec.verdict import machine_verdict
+from runspec.run.accept import accept
+from runspec.spec.loader import load_spec
+from runspec.spec.model import FinishAction, FinishSpec, Unverified
+from runspec.store.paths import StateLayout
+from runspec.store.state import RecordStore, Termination
 from tests.fixtures_providers import StandIn, VastInstance
 from tests.fixtures_run import SpecWriter
 from tests.test_machine_safety import ended, push_final, trained

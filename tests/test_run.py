@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from runspec.accept import NameTaken, accept
-from runspec.loader import load_spec
+from runspec.run.accept import NameTaken, accept
+from runspec.spec.loader import load_spec
 from tests.fixtures_run import (
     SpecWriter,
     finish_run,

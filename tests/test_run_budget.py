@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from runspec.checkpoints import is_intact
 from runspec.clock import parse_utc_iso
+from runspec.trainer.checkpoints import is_intact
 from tests.fixtures_providers import StandIn, vast_answers_stopped
 from tests.fixtures_run import SpecWriter, finish_run, record_of, start_run, wait_record
 from tests.hubserver import HubServer

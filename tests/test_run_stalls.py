@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from runspec.accept import accept
-from runspec.checkpoints import newest_intact_checkpoint
-from runspec.lifecycle import Lifecycle, LifecycleOptions
-from runspec.loader import load_spec
-from runspec.paths import RunPaths
-from runspec.state import RecordStore, RunRecord
+from runspec.run.accept import accept
+from runspec.run.lifecycle import Lifecycle, LifecycleOptions
+from runspec.spec.loader import load_spec
+from runspec.store.paths import RunPaths
+from runspec.store.state import RecordStore, RunRecord
+from runspec.trainer.checkpoints import newest_intact_checkpoint
 from tests.fixtures_run import SpecWriter, wait_record
 
 pytestmark = pytest.mark.training

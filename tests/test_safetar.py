@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runspec import safetar
+from runspec.dataset import safetar
 from runspec.errors import RunspecError
 
 

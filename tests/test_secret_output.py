@@ -70,7 +70,7 @@ def test_a_dataset_download_from_an_echoing_hub_never_shows_the_token(
     code, out = _run(spec, state, hub_env)
     assert code == 1, out[-3000:]
     assert hub_server.count("resolve", status) >= 1  # the echo did arrive
-    assert " INFO runspec.state: " in out  # -v was on: the logging format, records and all
+    assert " INFO runspec.store.state: " in out  # -v was on: the logging format, records and all
     if status == 401:
         # The body quoting the header reached the error message: shown, blanked.
         assert "Bearer ***" in out, out[-3000:]

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from runspec import redact
 from runspec.providers import PROVIDERS
-from runspec.secretenv import (
+from runspec.secrets import redact
+from runspec.secrets.secretenv import (
     SERVICE_VARS,
     child_environ,
     is_hub_model,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from runspec.errors import SpecInvalid
-from runspec.loader import check_spec_file, load_spec
+from runspec.spec.loader import check_spec_file, load_spec
 
 CASES = Path(__file__).resolve().parent / "specs"
 INVALID = sorted((CASES / "invalid").glob("*.yaml"))

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from runspec.loader import check_spec_text
-from runspec.schema_errors import MAX_PROBLEMS
-from runspec.yamlload import MAX_BYTES, MAX_NODES
+from runspec.spec.loader import check_spec_text
+from runspec.spec.schema_errors import MAX_PROBLEMS
+from runspec.spec.yamlload import MAX_BYTES, MAX_NODES
 
 
 @pytest.mark.timeout(30)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from runspec.errors import SpecInvalid, UsageError
-from runspec.loader import check_spec_file, load_spec, load_spec_text, schema
-from runspec.model import (
+from runspec.spec.loader import check_spec_file, load_spec, load_spec_text, schema
+from runspec.spec.model import (
     DEFAULT_PUSH_FILES,
     FinishAction,
     PreflightSpec,

@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from runspec import models
 from runspec.checkresult import CheckStatus
-from runspec.loader import load_spec_text
-from runspec.paths import RunPaths
 from runspec.preflight import checks
+from runspec.spec import modelnames as models
+from runspec.spec.loader import load_spec_text
+from runspec.store.paths import RunPaths
 from tests.fixtures_providers import Answer, StandIn
 
 
 def test_the_table_is_the_installed_libreyolos() -> None:
     table = json.loads(models.TABLE.read_text())
-    assert table == models.generate(), "regenerate it: python -m runspec.models"
+    assert table == models.generate(), "regenerate it: python -m runspec.spec.modelnames"
     assert models.weights_file("yolo9-t") == "LibreYOLO9t.pt"
     assert models.weights_file("LibreYOLO9s.pt") == "LibreYOLO9s.pt"
 

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runspec.errors import Problem
-from runspec.loader import check_spec_text
-from runspec.rules import forbidden_env
+from runspec.spec.loader import check_spec_text
+from runspec.spec.rules import forbidden_env
+from runspec.spec.yamlload import core_tag
 from runspec.units import parse_duration
-from runspec.yamlload import core_tag
 
 
 class Yaml12Dumper(yaml.SafeDumper):

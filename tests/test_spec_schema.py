@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runspec.cli import main
-from runspec.loader import SCHEMA_PATH, schema
-from runspec.trainargs import args_schema
+from runspec.spec.loader import SCHEMA_PATH, schema
+from runspec.spec.trainargs import args_schema
+from runspec.spec.yamlload import load_yaml
 from runspec.units import DURATION_PATTERN, SIZE_PATTERN
-from runspec.yamlload import load_yaml
 
 REPO = Path(__file__).resolve().parent.parent
 PUBLISHED = REPO / "schemas" / "runspec.schema.json"

@@ -2,7 +2,8 @@
 
 LibreYOLO is slow to import, so its command is built once for the module. When a LibreYOLO
 upgrade grows, drops or retypes an option, these tests name it; then update
-runspec/trainargs.py and regenerate the schema's train.args (`python -m runspec.trainargs`).
+runspec/spec/trainargs.py and regenerate the schema's train.args
+(`python -m runspec.spec.trainargs`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from runspec.trainargs import BY_KEY, ELSEWHERE, OPTIONS, normalise_key
+from runspec.spec.trainargs import BY_KEY, ELSEWHERE, OPTIONS, normalise_key
 
 OUTPUT_FLAGS = {"json", "quiet", "dry_run", "help_json"}
 PYTHON_ONLY = {"sync_bn"}

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from runspec.yamlload import MAX_BYTES, MAX_NODES, Mark, load_yaml
+from runspec.spec.yamlload import MAX_BYTES, MAX_NODES, Mark, load_yaml
 
 
 def _value(text: str) -> Any:

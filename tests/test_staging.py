@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from runspec import staging
-from runspec.loader import load_spec
-from runspec.model import Spec
-from runspec.paths import RunPaths
+from runspec.dataset import staging
+from runspec.spec.loader import load_spec
+from runspec.spec.model import Spec
+from runspec.store.paths import RunPaths
 from tests.hubserver import HubServer
 
 DATA_YAML = b"path: .\ntrain: images/train\nval: images/val\nnames: [box]\n"

@@ -10,13 +10,13 @@ import threading
 import time
 from pathlib import Path
 
-from runspec import control, firststep
-from runspec.accept import accept
 from runspec.budgetfit import Fit
 from runspec.clock import SYSTEM, parse_utc_iso, utc_iso
-from runspec.control import EpochMarker
-from runspec.loader import load_spec_text
-from runspec.state import PushRecord, RecordStore, RunStatus
+from runspec.run.accept import accept
+from runspec.spec.loader import load_spec_text
+from runspec.store.state import PushRecord, RecordStore, RunStatus
+from runspec.trainer import control, firststep
+from runspec.trainer.control import EpochMarker
 from tests.fixtures_daemon import REPO, runspec_cli, spec_text, wait_until
 
 

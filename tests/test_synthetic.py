@@ -11,8 +11,8 @@ import numpy as np
 import yaml
 from PIL import Image
 
-from runspec.model import SyntheticDataset
-from runspec.synthetic import _PALETTE, generate
+from runspec.dataset.synthetic import _PALETTE, generate
+from runspec.spec.model import SyntheticDataset
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -61,7 +61,7 @@ def test_cli_prints_the_data_yaml(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "runspec.synthetic",
+            "runspec.dataset.synthetic",
             str(tmp_path / "s"),
             "--train",
             "2",
@@ -83,7 +83,7 @@ def test_cli_prints_the_data_yaml(tmp_path: Path) -> None:
     assert data_yaml == (tmp_path / "s" / "data.yaml").resolve()
     assert len(list((tmp_path / "s" / "images" / "train").glob("*.png"))) == 2
     bad = subprocess.run(
-        [sys.executable, "-m", "runspec.synthetic", str(tmp_path / "t"), "--train", "0"],
+        [sys.executable, "-m", "runspec.dataset.synthetic", str(tmp_path / "t"), "--train", "0"],
         capture_output=True,
         text=True,
         timeout=120,

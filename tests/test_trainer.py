@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from runspec import control
-from runspec.checkpoints import complete_checkpoints, is_intact, newest_intact_checkpoint
-from runspec.control import TrainerOutcome
-from runspec.launcher import TrainerHandle, start
-from runspec.observer import observe
-from runspec.paths import RunPaths
+from runspec.store.paths import RunPaths
+from runspec.trainer import control
+from runspec.trainer.checkpoints import complete_checkpoints, is_intact, newest_intact_checkpoint
+from runspec.trainer.control import TrainerOutcome
+from runspec.trainer.launcher import TrainerHandle, start
+from runspec.trainer.observer import observe
 from tests.fixtures_training import TinyJob, wait_epoch, wait_for
 
 pytestmark = pytest.mark.timeout(600)
@@ -148,7 +148,7 @@ def test_a_libreyolo_error_fails_with_its_type_and_message(tiny_job: TinyJob) ->
 
 
 def test_a_resumed_auto_batch_run_keeps_the_batch_autobatch_picked(tiny_job: TinyJob) -> None:
-    from runspec.trainer import StopControl, train_kwargs
+    from runspec.trainer.child import StopControl, train_kwargs
 
     job, paths = tiny_job("auto", epochs=4)
     job = dataclasses.replace(job, batch=-1)

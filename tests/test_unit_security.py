@@ -93,10 +93,10 @@ def test_the_trainers_transient_unit_scores_at_most_3_0(
 ) -> None:
     """The trainer's unit as systemd-run makes it (every --property it passes), scored the
     same way as runspecd's: written out as a unit file with those settings."""
-    from runspec import trainerunit
-    from runspec.control import TrainJob
-    from runspec.loader import load_spec_text
-    from runspec.paths import RunPaths
+    from runspec.spec.loader import load_spec_text
+    from runspec.store.paths import RunPaths
+    from runspec.trainer import trainerunit
+    from runspec.trainer.control import TrainJob
 
     monkeypatch.setattr(trainerunit.os, "geteuid", lambda: 0)
     state = Path("/var/lib/runspec")

@@ -63,7 +63,7 @@ def test_the_logging_format_only_with_verbose(make_daemon, tmp_path: Path) -> No
         outputs[how] = daemon.output
     stamped = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO) runspec\.", re.M)
     assert not stamped.search(outputs["plain"]), outputs["plain"]
-    transition = "INFO runspec.state: gpu-run: queued -> preflight"
+    transition = "INFO runspec.store.state: gpu-run: queued -> preflight"
     assert re.search(rf"^\S+ \S+ {transition}", outputs["verbose"], re.M), outputs["verbose"]
     # Under the journal the debug log too goes without a time of its own, with its priority.
     assert f"<6>{transition}" in outputs["verbose-journal"]

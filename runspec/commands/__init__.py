@@ -19,8 +19,8 @@ def add_format(parser: argparse.ArgumentParser) -> None:
 
 
 def add_name(parser: argparse.ArgumentParser, *, optional: bool = False, what: str = "") -> None:
-    """The NAME argument: only what the spec's `name` rule accepts (runspec.runname)."""
-    from runspec.runname import run_name
+    """The NAME argument: only what the spec's `name` rule accepts (runspec.spec.runname)."""
+    from runspec.spec.runname import run_name
 
     parser.add_argument(
         "name", nargs="?" if optional else None, type=run_name, help=what or "the run's name"
@@ -37,7 +37,7 @@ def add_state(parser: argparse.ArgumentParser) -> None:
 
 
 def state_dir(args: argparse.Namespace) -> Path:
-    from runspec.paths import default_state_dir
+    from runspec.store.paths import default_state_dir
 
     return (args.state or default_state_dir()).absolute()
 

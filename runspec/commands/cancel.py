@@ -18,9 +18,9 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.clock import SYSTEM
     from runspec.daemon.queue import request_cancel
     from runspec.errors import UsageError
-    from runspec.owner import daemon_holder, run_holder
-    from runspec.paths import StateLayout
-    from runspec.state import RecordStore, RunStatus
+    from runspec.store.owner import daemon_holder, run_holder
+    from runspec.store.paths import StateLayout
+    from runspec.store.state import RecordStore, RunStatus
 
     state = state_dir(args)
     layout = StateLayout(state)

@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> Outcome:
     from runspec.cost import estimate
-    from runspec.loader import load_spec
+    from runspec.spec.loader import load_spec
 
     result = estimate(load_spec(args.spec))
     if args.format == "json":

@@ -45,10 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> Outcome:
-    from runspec import envfile
     from runspec.daemon.config import load_config
     from runspec.daemon.loop import main
-    from runspec.paths import ENV_FILE
+    from runspec.secrets import envfile
+    from runspec.store.paths import ENV_FILE
     from runspec.voice import Stream, set_live, setup_logging
 
     config = load_config(
@@ -75,8 +75,8 @@ def _detach(state: Path, as_json: bool) -> Outcome:
     the state folder, and leave it running."""
     from runspec.clock import SYSTEM
     from runspec.errors import RunspecError
-    from runspec.owner import daemon_holder
-    from runspec.paths import StateLayout
+    from runspec.store.owner import daemon_holder
+    from runspec.store.paths import StateLayout
 
     layout = StateLayout(state)
     argv = [a for a in sys.argv[1:] if a != "--detach"]

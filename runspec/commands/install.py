@@ -47,7 +47,7 @@ def exec_dropin(executable: Path) -> str | None:
     """The drop-in that runs `executable` instead of the shipped path, and shows the unit its
     code when that lies in the shared /tmp, which the unit's private /tmp would hide (None:
     not needed)."""
-    from runspec.trainerunit import code_in_shared_tmp, quoted_list
+    from runspec.trainer.trainerunit import code_in_shared_tmp, quoted_list
 
     lines = []
     if executable != SHIPPED_EXEC:

@@ -32,9 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> Outcome:
     from runspec.clock import SYSTEM
     from runspec.errors import UsageError
-    from runspec.paths import StateLayout
     from runspec.printable import printable
-    from runspec.state import RecordStore, RunStatus
+    from runspec.store.paths import StateLayout
+    from runspec.store.state import RecordStore, RunStatus
     from runspec.views.logstream import Entry, log_files, read_all
 
     if args.lines is not None and args.lines < 0:

@@ -31,9 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> Outcome:
-    from runspec.loader import load_spec
-    from runspec.paths import RunPaths
     from runspec.preflight import run_preflight
+    from runspec.spec.loader import load_spec
+    from runspec.store.paths import RunPaths
 
     spec = load_spec(args.spec)
     paths = RunPaths.for_spec(spec, state_dir(args))

@@ -6,7 +6,7 @@ every pushed copy stay unless asked: the weights are the point of the run.
 A run whose newest weights are not verified off this machine is not retired while its run
 folder stays: its record is what keeps the machine from being destroyed under them. `--force`
 retires it all the same and leaves a tombstone the machine's verdict still counts
-(runspec.tombstone).
+(runspec.store.tombstone).
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING
 
 from runspec.commands import add_format, add_name, add_state, print_json, state_dir
 from runspec.errors import Outcome
-from runspec.retire import aside_name, clear, rejected_entry
+from runspec.store.retire import aside_name, clear, rejected_entry
 
 if TYPE_CHECKING:
-    from runspec.paths import RunPaths, StateLayout
+    from runspec.store.paths import RunPaths, StateLayout
 
 if TYPE_CHECKING:
-    from runspec.paths import StateLayout
+    from runspec.store.paths import StateLayout
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,10 +60,10 @@ def own_job_folder(layout: StateLayout, name: str) -> Path | None:
 
 def run(args: argparse.Namespace) -> Outcome:
     from runspec.errors import RunspecError
-    from runspec.owner import RunLock
-    from runspec.paths import StateLayout
     from runspec.printable import printable
-    from runspec.state import DamagedRecord, RecordStore, RunStatus
+    from runspec.store.owner import RunLock
+    from runspec.store.paths import StateLayout
+    from runspec.store.state import DamagedRecord, RecordStore, RunStatus
 
     state = state_dir(args)
     layout = StateLayout(state)
@@ -148,10 +148,10 @@ def _rm_rejected(args: argparse.Namespace, state: Path) -> Outcome:
 def _unsafe_left(paths: RunPaths, *, force: bool) -> tuple[str, list[str]] | None:
     """Refuse (or, forced, bury) a run whose run folder stays with unverified weights in it."""
     from runspec.errors import RunspecError
-    from runspec.loader import load_accepted
-    from runspec.model import DEFAULT_PUSH_FILES
-    from runspec.tombstone import local_files
-    from runspec.verdict import demanded, files_safety
+    from runspec.machine.verdict import demanded, files_safety
+    from runspec.spec.loader import load_accepted
+    from runspec.spec.model import DEFAULT_PUSH_FILES
+    from runspec.store.tombstone import local_files
 
     try:
         spec = load_accepted(paths.spec_file)
@@ -180,7 +180,7 @@ def _unsafe_left(paths: RunPaths, *, force: bool) -> tuple[str, list[str]] | Non
 def _bury(
     layout: StateLayout, name: str, run_dir: Path, aside: Path, rels: list[str], why: str
 ) -> Path | None:
-    from runspec.tombstone import bury, local_files
+    from runspec.store.tombstone import bury, local_files
 
     files = local_files(run_dir, rels)
     if not files:

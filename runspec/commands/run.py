@@ -24,16 +24,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> Outcome:
-    from runspec.accept import accept
-    from runspec.beside import refuse_beside_daemon
     from runspec.daemon import perms
-    from runspec.lifecycle import Lifecycle, LifecycleOptions
-    from runspec.loader import load_spec
-    from runspec.owner import RunLock
-    from runspec.paths import RunPaths
-    from runspec.provenance import git_info
-    from runspec.state import RecordStore
-    from runspec.verdict import run_outcome, run_safety
+    from runspec.machine.verdict import run_outcome, run_safety
+    from runspec.run.accept import accept
+    from runspec.run.beside import refuse_beside_daemon
+    from runspec.run.lifecycle import Lifecycle, LifecycleOptions
+    from runspec.spec.loader import load_spec
+    from runspec.spec.provenance import git_info
+    from runspec.store.owner import RunLock
+    from runspec.store.paths import RunPaths
+    from runspec.store.state import RecordStore
     from runspec.views.report import summary_lines
     from runspec.voice import Stream, set_live, setup_logging, tagged
 

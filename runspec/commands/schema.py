@@ -14,7 +14,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> Outcome:
-    from runspec.loader import SCHEMA_PATH  # here, not at the top: keeps `runspec --help` light
+    # here, not at the top: keeps `runspec --help` light
+    from runspec.spec.loader import SCHEMA_PATH
 
     sys.stdout.write(SCHEMA_PATH.read_text(encoding="utf-8"))
     return Outcome.OK

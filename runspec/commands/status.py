@@ -47,10 +47,10 @@ def _inbox(args: argparse.Namespace, state: Path) -> Path:
 def run(args: argparse.Namespace) -> Outcome:
     from runspec.clock import SYSTEM
     from runspec.errors import UsageError
-    from runspec.owner import daemon_holder
-    from runspec.paths import StateLayout
     from runspec.printable import printable_lines
-    from runspec.state import RecordStore, RunStatus
+    from runspec.store.owner import daemon_holder
+    from runspec.store.paths import StateLayout
+    from runspec.store.state import RecordStore, RunStatus
     from runspec.views.inboxview import rejected, waiting
     from runspec.views.runinfo import damaged_info, info
     from runspec.views.statustable import table

@@ -44,18 +44,18 @@ def _invalid(args: argparse.Namespace, problems: list[Problem]) -> Outcome:
 def run(args: argparse.Namespace) -> Outcome:
     import json
 
-    from runspec.accept import check_name
-    from runspec.atomic import write_bytes
     from runspec.clock import SYSTEM, utc_iso
     from runspec.daemon import perms
     from runspec.daemon.config import load_config
     from runspec.errors import SpecInvalid, UsageError
-    from runspec.loader import load_spec_text
-    from runspec.paths import provenance_sidecar
     from runspec.printable import printable
-    from runspec.provenance import describe_submission
-    from runspec.specread import NotRegularFile, SpecTooBig, read_spec
-    from runspec.yamlload import too_big
+    from runspec.run.accept import check_name
+    from runspec.spec.loader import load_spec_text
+    from runspec.spec.provenance import describe_submission
+    from runspec.spec.specread import NotRegularFile, SpecTooBig, read_spec
+    from runspec.spec.yamlload import too_big
+    from runspec.store.atomic import write_bytes
+    from runspec.store.paths import provenance_sidecar
 
     # The same reader as the inbox's: a FIFO or a device is refused at once, and nothing is
     # read past the size limit (`runspec submit /dev/zero` must not eat the machine's memory).

@@ -56,7 +56,7 @@ def _not_a_spec(path: Path) -> bool:
 
 
 def run(args: argparse.Namespace) -> Outcome:
-    from runspec.loader import check_spec_file  # here: other commands need not load it
+    from runspec.spec.loader import check_spec_file  # here: other commands need not load it
 
     problems: list[Problem] = []
     unreadable: list[tuple[Problem, str]] = []  # files that could not be read, and the line

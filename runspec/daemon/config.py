@@ -12,8 +12,8 @@ import yaml
 
 from runspec.alerts import URL_FORM, URL_HINT
 from runspec.errors import UsageError
-from runspec.model import FinishAction, FinishSpec
-from runspec.paths import default_state_dir
+from runspec.spec.model import FinishAction, FinishSpec
+from runspec.store.paths import default_state_dir
 from runspec.units import parse_duration
 
 DEFAULT_CONFIG = Path("/etc/runspec/runspecd.yaml")
@@ -105,7 +105,7 @@ def _finish(raw: Any, where: str) -> FinishSpec:
 
 def _notify(raw: Any, where: str) -> tuple[str, ...]:
     """The same URLs a spec's `notify:` takes, checked by the same rules."""
-    from runspec.rules import check_rules
+    from runspec.spec.rules import check_rules
 
     if raw is None:
         return ()

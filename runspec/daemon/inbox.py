@@ -34,10 +34,10 @@ from watchdog.observers import Observer
 from runspec.clock import SYSTEM, Clock
 from runspec.daemon.inboxfs import FolderProblem, Folders
 from runspec.daemon.intake import AcceptFn, Intake, Outcome, line
-from runspec.paths import provenance_sidecar
 from runspec.printable import printable
-from runspec.specread import not_regular
-from runspec.yamlload import MAX_BYTES, too_big
+from runspec.spec.specread import not_regular
+from runspec.spec.yamlload import MAX_BYTES, too_big
+from runspec.store.paths import provenance_sidecar
 
 log = logging.getLogger("runspec.daemon.inbox")
 
@@ -133,7 +133,7 @@ class Inbox:
         observer.start()
         self._observer = observer
         # The validator compiles its schema on first use; do it now, not on the first spec.
-        from runspec.loader import check_spec_text
+        from runspec.spec.loader import check_spec_text
 
         check_spec_text(b"runspec: 1\n", "warm-up.yaml")
         # Scan after the observer started, so a file arriving in between is not missed.

@@ -21,8 +21,8 @@ import stat
 import time
 
 from runspec.printable import printable
-from runspec.specread import SpecTooBig, kind, read_spec
-from runspec.yamlload import MAX_BYTES
+from runspec.spec.specread import SpecTooBig, kind, read_spec
+from runspec.spec.yamlload import MAX_BYTES
 
 log = logging.getLogger("runspec.daemon.inbox")
 

@@ -23,11 +23,11 @@ from runspec.clock import Clock, utc_iso
 from runspec.daemon import inboxfs
 from runspec.daemon.inboxfs import DIR_FLAGS, FolderProblem, Folders
 from runspec.errors import Problem, RunspecError
-from runspec.model import Spec
 from runspec.printable import printable
-from runspec.specread import NotRegularFile, SpecTooBig, not_regular, read_spec
-from runspec.state import RunRecord
-from runspec.yamlload import too_big
+from runspec.spec.model import Spec
+from runspec.spec.specread import NotRegularFile, SpecTooBig, not_regular, read_spec
+from runspec.spec.yamlload import too_big
+from runspec.store.state import RunRecord
 
 log = logging.getLogger("runspec.daemon.inbox")
 
@@ -166,7 +166,7 @@ class Intake:
         data, lines = self._read(sub, name, shown)
         spec = None
         if data is not None:
-            from runspec.loader import check_spec_text
+            from runspec.spec.loader import check_spec_text
 
             spec, problems = check_spec_text(data, shown, self.state)
             lines = [str(p) for p in problems]

@@ -26,11 +26,11 @@ from runspec.daemon.jobs import RESCAN_ID, Timers
 from runspec.daemon.notify import Notifier
 from runspec.daemon.runs import RunKeeper
 from runspec.daemon.worker import system_stopping
-from runspec.locks import FileLock
-from runspec.model import Spec
-from runspec.owner import drop_daemon_pid, take_daemon_lock
-from runspec.paths import StateLayout
-from runspec.state import RecordStore, RunRecord
+from runspec.spec.model import Spec
+from runspec.store.locks import FileLock
+from runspec.store.owner import drop_daemon_pid, take_daemon_lock
+from runspec.store.paths import StateLayout
+from runspec.store.state import RecordStore, RunRecord
 from runspec.views.statusline import describe
 from runspec.voice import error, warning
 
@@ -216,7 +216,7 @@ class Daemon:
     def _accept(
         self, spec: Spec, state: Path, provenance: dict[str, Any] | None, clock: Clock
     ) -> RunRecord:
-        from runspec.accept import accept
+        from runspec.run.accept import accept
 
         return accept(spec, state, provenance, clock, runs=self.cfg.runs, data=self.cfg.data)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import os
 
-from runspec.atomic import write_json_atomic
 from runspec.clock import Clock, utc_iso
-from runspec.paths import RunPaths
-from runspec.state import RecordStore, RunRecord, RunStatus
+from runspec.store.atomic import write_json_atomic
+from runspec.store.paths import RunPaths
+from runspec.store.state import RecordStore, RunRecord, RunStatus
 
 
 def request_cancel(paths: RunPaths, clock: Clock, by: str = "runspec cancel") -> None:

@@ -3,7 +3,7 @@
 A run whose lifecycle broke is tried again after a growing pause, never given up for good (a
 full disk that filled for a while must not strand a run); a run another process drives is left
 to it. Damaged records are set aside so the other runs go on. The machine's end belongs to
-runspec.endgame: this only arms the idle finish and enters the endgame, in a thread, when no
+runspec.machine.endgame: this only arms the idle finish and enters the endgame, in a thread, when no
 run is left to drive.
 """
 
@@ -20,14 +20,14 @@ from runspec.daemon import queue as runqueue
 from runspec.daemon.config import DaemonConfig
 from runspec.daemon.jobs import IDLE_FINISH_ID, Timers
 from runspec.daemon.worker import Worker
-from runspec.endgame import MACHINE, Endgame
 from runspec.errors import RunspecError
-from runspec.lifecycle import Lifecycle, LifecycleOptions
-from runspec.loader import load_accepted
-from runspec.model import FinishAction
-from runspec.owner import RunLock
-from runspec.paths import StateLayout
-from runspec.state import RecordStore, RunRecord, RunStatus, Termination
+from runspec.machine.endgame import MACHINE, Endgame
+from runspec.run.lifecycle import Lifecycle, LifecycleOptions
+from runspec.spec.loader import load_accepted
+from runspec.spec.model import FinishAction
+from runspec.store.owner import RunLock
+from runspec.store.paths import StateLayout
+from runspec.store.state import RecordStore, RunRecord, RunStatus, Termination
 from runspec.views.report import summary_lines
 from runspec.voice import error, like, tagged
 

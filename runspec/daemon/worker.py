@@ -6,10 +6,10 @@ import logging
 import subprocess
 import threading
 
-from runspec.lifecycle import Lifecycle
-from runspec.owner import RunLock
 from runspec.requests import RunRequests
-from runspec.state import RunRecord
+from runspec.run.lifecycle import Lifecycle
+from runspec.store.owner import RunLock
+from runspec.store.state import RunRecord
 
 log = logging.getLogger("runspec.daemon")
 

@@ -24,11 +24,11 @@ from typing import Literal
 
 from runspec.checkresult import failed
 from runspec.errors import RunspecError
-from runspec.model import Spec
-from runspec.paths import RunPaths
 from runspec.preflight.report import PreflightReport
-from runspec.redact import scrub
-from runspec.secretenv import child_environ, preflight_needs_hub_token
+from runspec.secrets.redact import scrub
+from runspec.secrets.secretenv import child_environ, preflight_needs_hub_token
+from runspec.spec.model import Spec
+from runspec.store.paths import RunPaths
 
 __all__ = ["PreflightReport", "child_env", "run_preflight"]
 

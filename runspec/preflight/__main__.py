@@ -17,9 +17,9 @@ from typing import TextIO
 
 from runspec.checkresult import CheckResult, failed
 from runspec.errors import RunspecError
-from runspec.model import Spec
-from runspec.paths import RunPaths, StateLayout
 from runspec.preflight.report import PreflightReport
+from runspec.spec.model import Spec
+from runspec.store.paths import RunPaths, StateLayout
 
 DEFAULT_TIMEOUT_S = 120.0
 # NCCL's rendezvous on one machine takes seconds; a minute and more is a hang.
@@ -44,8 +44,8 @@ def _guarded(name: str, check: Callable[[], list[CheckResult]]) -> list[CheckRes
 def machine_checks(
     spec: Spec, paths: RunPaths, timeout: float, collective_one_gpu: bool = False
 ) -> list[CheckResult]:
+    from runspec.dataset.staging import hf_home_for
     from runspec.preflight import checks, datafound, disk, sandbox
-    from runspec.staging import hf_home_for
 
     results = _guarded("versions", checks.version_checks)
     if not any(r.name == "torch" and r.status.value == "pass" for r in results):
@@ -94,9 +94,9 @@ def _gpu_checks(spec: Spec, timeout: float, collective_one_gpu: bool) -> list[Ch
 
 def dataset_checks(spec: Spec, paths: RunPaths) -> list[CheckResult]:
     from runspec.checkresult import CheckStatus
-    from runspec.datayaml import data_yaml_check
+    from runspec.dataset.datayaml import data_yaml_check
+    from runspec.dataset.staging import expected_data_yaml
     from runspec.preflight import checks
-    from runspec.staging import expected_data_yaml
 
     data_yaml = expected_data_yaml(spec, paths)
     imgsz = spec.train.imgsz if isinstance(spec.train.imgsz, int) else max(spec.train.imgsz)
@@ -149,7 +149,7 @@ def _claim_stdout() -> TextIO:
 
 
 def _spec_and_paths(args: argparse.Namespace) -> tuple[Spec, RunPaths]:
-    from runspec.loader import load_accepted, load_spec
+    from runspec.spec.loader import load_accepted, load_spec
 
     state = args.state.absolute()
     if args.run is not None:  # accepted: its saved spec, never judged again, and saved paths

@@ -9,11 +9,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from runspec import models, safetar
 from runspec.checkresult import CheckResult, failed, passed, warned
-from runspec.model import Spec
-from runspec.paths import RunPaths
+from runspec.dataset import safetar
 from runspec.preflight.datafound import dataset_missing
+from runspec.spec import modelnames as models
+from runspec.spec.model import Spec
+from runspec.store.paths import RunPaths
 from runspec.units import format_bytes
 
 TESTED_LIBREYOLO = "1.6.0"

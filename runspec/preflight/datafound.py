@@ -13,8 +13,8 @@ import yaml
 
 from runspec import hubreach
 from runspec.checkresult import CheckResult, failed, passed
-from runspec.model import HubDataset, Spec
-from runspec.paths import RunPaths
+from runspec.spec.model import HubDataset, Spec
+from runspec.store.paths import RunPaths
 
 
 def dataset_missing(hub: HubDataset, exc: BaseException) -> CheckResult | None:
@@ -104,7 +104,7 @@ def data_yaml_root_check(data_yaml: Path) -> CheckResult | None:
 
 def staged_checks(spec: Spec, paths: RunPaths) -> list[CheckResult]:
     """What the machine phase can tell about the dataset before anything is downloaded."""
-    from runspec.staging import expected_data_yaml
+    from runspec.dataset.staging import expected_data_yaml
 
     found = path_check(spec, expected_data_yaml(spec, paths))
     return [found] if found is not None else []

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runspec.checkresult import CheckResult, failed, passed, warned
-from runspec.model import Spec
+from runspec.spec.model import Spec
 from runspec.units import format_bytes
 
 HEADROOM = 1.3

@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from runspec.checkresult import CheckResult, failed, passed, warned
-from runspec.host import FinishHost, container_reason
-from runspec.model import FinishAction, FinishSpec, Unverified
+from runspec.machine.host import FinishHost, container_reason
 from runspec.providers import ProviderError, get_provider
+from runspec.spec.model import FinishAction, FinishSpec, Unverified
 
 NAME = "finish"
 PROVIDER_ACTIONS = frozenset({FinishAction.DESTROY, FinishAction.STOP, FinishAction.AUTO})

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from runspec.checkresult import CheckResult, failed, passed, warned
-from runspec.model import TrainSpec
+from runspec.spec.model import TrainSpec
 
 MATMUL_N = 2000
 # TF32 or reduced-precision reductions on a GPU give a relative error near 1e-3; a broken

@@ -17,8 +17,8 @@ import yaml
 from runspec.budgetfit import PROFILE_FIGURE, epochs_in, plan
 from runspec.checkresult import CheckResult, failed, passed, warned
 from runspec.clock import human_duration
-from runspec.model import BudgetFit, Spec
-from runspec.paths import RunPaths
+from runspec.spec.model import BudgetFit, Spec
+from runspec.store.paths import RunPaths
 
 PROFILE_WARMUP = 2
 PROFILE_STEPS = 5
@@ -58,8 +58,8 @@ def train_images(data_yaml: Path) -> int | None:
 def _profile(
     spec: Spec, paths: RunPaths, data_yaml: Path, project: Path, warmup: int, steps: int
 ) -> dict[str, Any]:
-    from runspec.control import TrainJob
-    from runspec.modelbuild import build_model, resolve_device
+    from runspec.trainer.control import TrainJob
+    from runspec.trainer.modelbuild import build_model, resolve_device
 
     job = TrainJob.from_spec(spec, paths, data_yaml)
     device = resolve_device(job.device)

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runspec.checkresult import CheckResult, failed, passed
-from runspec.model import Spec
-from runspec.paths import RunPaths
-from runspec.staging import hf_home_for
+from runspec.dataset.staging import hf_home_for
+from runspec.spec.model import Spec
+from runspec.store.paths import RunPaths
 
 # runspec.daemon.config.DEFAULT_CONFIG (the preflight may not import the daemon's modules).
 DEFAULT_CONFIG = Path("/etc/runspec/runspecd.yaml")

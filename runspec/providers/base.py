@@ -186,8 +186,8 @@ class Provider:
         self.http = Http(timeout=timeout, secrets=self.secrets())
 
     # The environment variables that hold this provider's secrets. The finish alone reads them:
-    # no child of the daemon (preflight, trainer) gets them (runspec.secretenv builds its deny
-    # list from every adapter's tuple, so a new adapter cannot be forgotten there).
+    # no child of the daemon (preflight, trainer) gets them (runspec.secrets.secretenv builds its
+    # deny list from every adapter's tuple, so a new adapter cannot be forgotten there).
     secret_env: ClassVar[tuple[str, ...]] = ()
 
     def _var(self, name: str) -> str | None:

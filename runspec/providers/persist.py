@@ -8,7 +8,7 @@ the instance's state is read before anything is sent again: a destroy that worke
 as done and never requested twice. A refusal that asking again cannot change (401, 403, a 404
 on an instance the state read still shows) is raised at once as `Refused`.
 
-Every attempt is handed to `on_attempt` before the next one, so the caller (runspec.endgame)
+Every attempt is handed to `on_attempt` before the next one, so the caller (runspec.machine.endgame)
 records it and a restart goes on from the last one.
 """
 

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from runspec import redact
 from runspec.errors import RunspecError
 from runspec.push.manifest import ManifestEntry
+from runspec.secrets import redact
 
 if TYPE_CHECKING:
     from runspec.checkresult import CheckResult
-    from runspec.model import Spec
-    from runspec.paths import RunPaths
+    from runspec.spec.model import Spec
+    from runspec.store.paths import RunPaths
 
 
 class PushFailed(RunspecError):
@@ -82,8 +82,8 @@ class PushTarget(ABC):
 
 def scrub(text: str) -> str:
     """`text` with every secret blanked out (error messages end up in logs and records), by the
-    one scrubber (runspec.redact): the Hub's stored login, the one secret a push may hold that
-    no environment variable does, is added to its registry where the Hub client was used."""
+    one scrubber (runspec.secrets.redact): the Hub's stored login, the one secret a push may hold
+    that no environment variable does, is added to its registry where the Hub client was used."""
     hub = sys.modules.get("huggingface_hub")
     if hub is not None:  # only where it was used could it know a token
         with contextlib.suppress(Exception):  # scrubbing never fails for want of a token store

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from runspec.paths import RunPaths
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
 from runspec.push.collect import CARD
 from runspec.push.manifest import ManifestEntry, digest_file
+from runspec.store.paths import RunPaths
 from runspec.voice import warning
 
 

@@ -1,6 +1,6 @@
 """What a push sends, as whole staged copies: complete checkpoints, run files, runspec/.
 
-Checkpoints reach the staging folder only through `runspec.checkpoints` (complete by the
+Checkpoints reach the staging folder only through `runspec.trainer.checkpoints` (complete by the
 epoch marker, copied, re-checked, renamed), because LibreYOLO rewrites `last.pt` in place.
 Run files (status.json, train.log, ...) are snapshot-copied there too, so what is hashed is
 what is uploaded. The staged copy of each checkpoint stays until a newer complete one
@@ -21,15 +21,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from runspec.atomic import write_json_atomic, write_text
-from runspec.checkpoints import CheckpointFile, complete_checkpoints, stage_copy
 from runspec.clock import Clock, utc_iso
-from runspec.control import FileStat, read_epoch_marker
-from runspec.model import Spec
-from runspec.paths import RunPaths
 from runspec.push.base import StagedFile
 from runspec.push.manifest import CHUNK, MANIFEST, ManifestEntry, digest_file
 from runspec.push.report import libreyolo_plots
+from runspec.spec.model import Spec
+from runspec.store.atomic import write_json_atomic, write_text
+from runspec.store.paths import RunPaths
+from runspec.trainer.checkpoints import CheckpointFile, complete_checkpoints, stage_copy
+from runspec.trainer.control import FileStat, read_epoch_marker
 from runspec.views.card import CURVES
 
 INDEX = ".index.json"

@@ -15,12 +15,12 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from runspec.atomic import fsync_dir
 from runspec.checkresult import CheckResult, failed, passed
-from runspec.model import FinishAction, Spec
-from runspec.paths import RunPaths
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
 from runspec.push.manifest import CHUNK, MANIFEST, ManifestEntry, digest_file
+from runspec.spec.model import FinishAction, Spec
+from runspec.store.atomic import fsync_dir
+from runspec.store.paths import RunPaths
 
 # A pushed copy is the owner's alone, like the run folder it copies (the trainer's UMask=0077):
 # weights and logs may hold what other users of the volume should not read. Whoever is to

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 from runspec.checkresult import CheckResult, failed, passed
 from runspec.hubreach import UNREACHABLE_FIX, unreachable
-from runspec.model import Spec
-from runspec.paths import RunPaths
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
 from runspec.push.manifest import ManifestEntry
 from runspec.push.owner_check import MAX_BYTES, REUSE_FIX, held_elsewhere
+from runspec.spec.model import Spec
+from runspec.store.paths import RunPaths
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from runspec.atomic import write_json_atomic
+from runspec.store.atomic import write_json_atomic
 
 CHUNK = 1 << 20
 MANIFEST = "runspec/manifest.json"  # where a push's manifest lies at the target

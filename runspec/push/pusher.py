@@ -10,7 +10,7 @@ and retried with exponential backoff; training never waits for it.
 
 Only a push whose every file was checked at the target counts as the run's `last_push`; the
 manifest of that push is kept in `<job_dir>/pushed.json` so unchanged files are not sent again.
-The pusher never writes the run's record itself: it tells the run's owner (runspec.owner).
+The pusher never writes the run's record itself: it tells the run's owner (runspec.store.owner).
 """
 
 from __future__ import annotations
@@ -24,19 +24,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 from runspec.backoff import pause_after
-from runspec.checkpoints import CheckpointFile
 from runspec.clock import SYSTEM, Clock, human_duration, utc_iso
 from runspec.meter import Meter
-from runspec.model import Spec
-from runspec.owner import RunOwner, is_no_space
-from runspec.paths import RunPaths
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line, scrub
 from runspec.push.collect import Stager, is_immutable
 from runspec.push.manifest import MANIFEST, Manifest, ManifestEntry
 from runspec.push.sending import send
 from runspec.push.targets import kind_of
 from runspec.requests import PushNow
-from runspec.state import PushRecord
+from runspec.spec.model import Spec
+from runspec.store.owner import RunOwner
+from runspec.store.paths import RunPaths
+from runspec.store.room import is_no_space
+from runspec.store.state import PushRecord
+from runspec.trainer.checkpoints import CheckpointFile
 from runspec.units import format_bytes
 from runspec.voice import warning
 

@@ -1,7 +1,7 @@
 """What the final push carries besides the run folder's files: the training curves as a PNG
-(drawn by a child program, runspec.curves: the daemon never imports matplotlib) and the model
-card, both written into the job folder's report/ first (runspec.paths), so a push only ever
-sends whole files."""
+(drawn by a child program, runspec.trainer.curves: the daemon never imports matplotlib) and the
+model card, both written into the job folder's report/ first (runspec.store.paths), so a push only
+ever sends whole files."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from runspec.atomic import write_text
-from runspec.model import Spec
-from runspec.paths import RunPaths
-from runspec.state import RunRecord
+from runspec.spec.model import Spec
+from runspec.store.atomic import write_text
+from runspec.store.paths import RunPaths
+from runspec.store.state import RunRecord
 from runspec.views.card import model_card
 from runspec.voice import warning
 
@@ -29,7 +29,13 @@ def libreyolo_plots(run_dir: Path) -> list[str]:
 def draw_curves(spec: Spec, paths: RunPaths, say: Callable[[str], None]) -> bool:
     """The curves PNG in the report folder; False (said why) when none could be drawn."""
     title = f"{spec.name}: {spec.train.model}"
-    cmd = [sys.executable, "-m", "runspec.curves", str(paths.run_dir), str(paths.curves_png)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "runspec.trainer.curves",
+        str(paths.run_dir),
+        str(paths.curves_png),
+    ]
     try:
         proc = subprocess.run(
             [*cmd, "--title", title],

@@ -4,10 +4,10 @@ targets exist is read here, not gathered from whatever modules happened to be im
 
 from __future__ import annotations
 
-from runspec.model import PushSpec
 from runspec.push.base import PushFailed, PushTarget
 from runspec.push.dirtarget import DirTarget
 from runspec.push.hub import HubTarget
+from runspec.spec.model import PushSpec
 
 TARGETS: tuple[type[PushTarget], ...] = (HubTarget, DirTarget)
 

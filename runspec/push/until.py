@@ -7,7 +7,7 @@ import threading
 
 from runspec.clock import Clock, human_duration
 from runspec.push.pusher import Pusher
-from runspec.state import PushRecord
+from runspec.store.state import PushRecord
 
 
 def push_until_verified(

@@ -15,11 +15,11 @@ from typing import Any
 
 from runspec.budgetfit import of_record
 from runspec.clock import human_duration
-from runspec.model import Spec
-from runspec.observer import read_epochs
-from runspec.paths import RunPaths
 from runspec.printable import printable
-from runspec.state import RunRecord
+from runspec.spec.model import Spec
+from runspec.store.paths import RunPaths
+from runspec.store.state import RunRecord
+from runspec.trainer.observer import read_epochs
 from runspec.views.epochline import metric_name
 from runspec.views.report import push_target
 

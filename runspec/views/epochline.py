@@ -4,7 +4,7 @@ cuts it."""
 from __future__ import annotations
 
 from runspec.clock import human_duration
-from runspec.observer import Observation
+from runspec.trainer.observer import Observation
 
 
 def metric_name(name: str) -> str:

@@ -20,8 +20,8 @@ from datetime import datetime
 from pathlib import Path
 
 from runspec.clock import parse_utc_iso, utc_iso
-from runspec.control import CONSOLE_LOG
-from runspec.paths import RunPaths
+from runspec.store.paths import RunPaths
+from runspec.trainer.control import CONSOLE_LOG
 
 RUNSPEC = "runspec"
 TRAIN = "train"

@@ -7,9 +7,9 @@ import socket
 
 from runspec.alerts import Message
 from runspec.clock import human_duration
-from runspec.model import Spec
-from runspec.paths import RunPaths
-from runspec.state import RunRecord, Termination
+from runspec.spec.model import Spec
+from runspec.store.paths import RunPaths
+from runspec.store.state import RunRecord, Termination
 from runspec.views.report import FAILED, summary_lines
 
 

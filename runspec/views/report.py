@@ -6,12 +6,12 @@ from __future__ import annotations
 from runspec.budgetfit import of_record
 from runspec.clock import SYSTEM, Clock, human_duration
 from runspec.cost import run_cost
-from runspec.finishrecord import FinishRecord
-from runspec.firststep import time_to_first_step
-from runspec.model import Spec
-from runspec.observer import read_epochs
-from runspec.paths import RunPaths
-from runspec.state import RunRecord, Termination
+from runspec.spec.model import Spec
+from runspec.store.finishrecord import FinishRecord
+from runspec.store.paths import RunPaths
+from runspec.store.state import RunRecord, Termination
+from runspec.trainer.firststep import time_to_first_step
+from runspec.trainer.observer import read_epochs
 from runspec.units import format_bytes
 from runspec.views.epochline import metric_name
 from runspec.voice import ERROR, Said

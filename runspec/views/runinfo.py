@@ -12,12 +12,13 @@ from runspec.budgetfit import of_record
 from runspec.clock import parse_utc_iso
 from runspec.cost import run_cost
 from runspec.errors import RunspecError
-from runspec.firststep import time_to_first_step
 from runspec.meter import read_snapshot
-from runspec.model import Spec
-from runspec.owner import read_note, run_holder
-from runspec.paths import RunPaths, StateLayout
-from runspec.state import Damaged, RunRecord, RunStatus
+from runspec.spec.model import Spec
+from runspec.store.owner import run_holder
+from runspec.store.paths import RunPaths, StateLayout
+from runspec.store.room import read_note
+from runspec.store.state import Damaged, RunRecord, RunStatus
+from runspec.trainer.firststep import time_to_first_step
 
 log = logging.getLogger("runspec.views.runinfo")
 
@@ -25,7 +26,7 @@ LOW_SPACE = 100_000_000  # bytes: below this free on a run's disks, status says 
 
 
 def _spec(paths: RunPaths) -> Spec | None:
-    from runspec.loader import load_accepted
+    from runspec.spec.loader import load_accepted
 
     try:
         return load_accepted(paths.spec_file)
@@ -37,8 +38,8 @@ def budget_stops_at(paths: RunPaths, spec: Spec | None) -> int | None:
     """The epoch the budget will stop training after, when that is before the last one: from
     the planner's own figures (the control folder's stop time and next-epoch predictions) and
     the last epoch's end."""
-    from runspec import control
     from runspec.budget import eval_interval_of, last_epoch_in_budget
+    from runspec.trainer import control
 
     marker = control.read_epoch_marker(paths.control_dir)
     stop_at = control.read_deadline(paths.control_dir)
@@ -56,7 +57,7 @@ def budget_stops_at(paths: RunPaths, spec: Spec | None) -> int | None:
 
 
 def _observe(run_dir: Path, control_dir: Path) -> dict[str, Any]:
-    from runspec.observer import observe
+    from runspec.trainer.observer import observe
 
     try:
         obs = observe(run_dir, control_dir)

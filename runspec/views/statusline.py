@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from runspec.clock import human_duration, parse_utc_iso
-from runspec.state import RunRecord, RunStatus
+from runspec.store.state import RunRecord, RunStatus
 
 
 def describe(record: RunRecord | None, now: float, queued: int) -> str:

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from runspec import failsafe
-from runspec.accept import accept
 from runspec.clock import utc_iso
-from runspec.loader import load_spec_text
-from runspec.paths import RunPaths
-from runspec.state import RecordStore, RunStatus
+from runspec.machine import failsafe
+from runspec.run.accept import accept
+from runspec.spec.loader import load_spec_text
+from runspec.store.paths import RunPaths
+from runspec.store.state import RecordStore, RunStatus
 from tests.fixtures_daemon import wait_until
 from tests.fixtures_providers import StandIn, vast_answers_stopped
 from tests.fixtures_push import write_checkpoint

@@ -1,0 +1,77 @@
+"""The model names `train.model` may use, as LibreYOLO knows them, checked without LibreYOLO.
+
+Validating a spec must not import LibreYOLO (seconds and most of a gigabyte), so the names live
+in a table shipped with runspec (`runspec/data/libreyolo-models.json`: CLI name -> weights
+file). `tests/test_spec_models.py` compares it with the installed LibreYOLO, so it cannot drift
+silently; after an upgrade, `python -m runspec.spec.modelnames` writes it again.
+
+A model may also be a checkpoint: a path, or a file name other than LibreYOLO's own (`best.pt`),
+which the preflight then looks for on the machine.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from functools import cache
+from pathlib import Path
+
+TABLE = Path(__file__).resolve().parent.parent / "data" / "libreyolo-models.json"
+WEIGHT_SUFFIXES = (".pt", ".pth", ".safetensors", ".onnx", ".engine", ".torchscript")
+
+
+@cache
+def names() -> dict[str, str]:
+    loaded: dict[str, str] = json.loads(TABLE.read_text(encoding="utf-8"))["names"]
+    return loaded
+
+
+def weights_file(model: str) -> str | None:
+    """The weights file LibreYOLO downloads for a model name (None for a checkpoint path)."""
+    table = names()
+    if model.lower() in table:
+        return table[model.lower()]
+    files = {f.lower(): f for f in table.values()}
+    return files.get(model.lower())
+
+
+def is_checkpoint_ref(model: str) -> bool:
+    """A path, a Hub reference, or a file name LibreYOLO does not name itself."""
+    if "/" in model or model.startswith(("~", ".")):
+        return True
+    lower = model.lower()
+    return lower.endswith(WEIGHT_SUFFIXES) and not lower.startswith("libre")
+
+
+def problem(model: str) -> str | None:
+    """Why `model` is no model LibreYOLO can train, with a did-you-mean; None when it is."""
+    if weights_file(model) is not None or is_checkpoint_ref(model):
+        return None
+    table = names()
+    candidates = [*table, *table.values()]
+    close = difflib.get_close_matches(model.lower(), [c.lower() for c in candidates], n=1)
+    shown = {c.lower(): c for c in candidates}
+    hint = f"did you mean {shown[close[0]]!r}? " if close else ""
+    return (
+        f"{model!r} is not a model LibreYOLO knows; {hint}`libreyolo models` lists them "
+        "(yolo9-t, LibreYOLO9s.pt, ...), or give the path of a checkpoint"
+    )
+
+
+def generate() -> dict[str, object]:
+    """The table from the installed LibreYOLO (imports it)."""
+    import importlib.metadata
+
+    from libreyolo.cli import config
+
+    config._build_name_map()
+    return {
+        "libreyolo": importlib.metadata.version("libreyolo"),
+        "names": dict(sorted(config._CLI_NAME_TO_WEIGHTS.items())),
+    }
+
+
+if __name__ == "__main__":
+    TABLE.write_text(json.dumps(generate(), indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    sys.stdout.write(f"wrote {TABLE}\n")

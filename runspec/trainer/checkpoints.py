@@ -1,0 +1,190 @@
+"""Which checkpoint files are whole, without importing torch.
+
+LibreYOLO writes `weights/*.pt` in place with `torch.save`, so a file can be half written at any
+moment (a SIGTERM mid-save leaves a truncated, unloadable last.pt). Two checks make a file
+trustworthy: its size and mtime still equal what the trainer's callback recorded at the epoch
+end (the epoch marker, written after LibreYOLO's saves), and it is a sound zip archive (a torch
+checkpoint is one; every member's CRC is checked).
+
+Stdlib only: the pusher and the daemon use this.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import zipfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from runspec.store.atomic import fsync_dir
+from runspec.trainer.control import EpochMarker, FileStat, read_epoch_marker, write_epoch_marker
+
+_EPOCH_FILE = re.compile(r"^epoch_(\d+)\.pt$")
+
+
+def is_intact(path: Path) -> bool:
+    """True when `path` is a complete torch checkpoint archive (every member's CRC matches)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+            if not any(name.endswith("data.pkl") for name in names):
+                return False
+            return archive.testzip() is None
+    except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError):
+        return False
+
+
+# Verdicts of is_intact for files whose identity and stat have not changed since: reading every
+# epoch_N.pt in full on each pass would cost gigabytes of reads an hour on a long run.
+_VERDICTS: dict[tuple[str, int, int, int], bool] = {}
+_VERDICTS_MAX = 4096
+
+
+def is_intact_cached(path: Path) -> bool:
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    verdict = _VERDICTS.get(key)
+    if verdict is None:
+        verdict = is_intact(path)
+        if len(_VERDICTS) >= _VERDICTS_MAX:
+            _VERDICTS.clear()
+        _VERDICTS[key] = verdict
+    return verdict
+
+
+@dataclass(frozen=True)
+class CheckpointFile:
+    relpath: str  # relative to the run folder, e.g. "weights/last.pt"
+    epoch: int  # the epoch it belongs to (epoch_N.pt: N; others: the marker's epoch)
+    size: int
+    mtime_ns: int
+
+    @property
+    def stat(self) -> FileStat:
+        return FileStat(size=self.size, mtime_ns=self.mtime_ns)
+
+
+def _epoch_of(relpath: str, marker_epoch: int) -> int:
+    match = _EPOCH_FILE.match(Path(relpath).name)
+    return int(match.group(1)) if match else marker_epoch
+
+
+def _stat_or_none(path: Path) -> FileStat | None:
+    try:
+        return FileStat.of(path)
+    except OSError:
+        return None
+
+
+def complete_checkpoints(run_dir: Path, control_dir: Path) -> list[CheckpointFile]:
+    """The weights files the newest epoch marker vouches for that are still exactly as it saw
+    them and pass the zip check; sorted by path. Empty before the first epoch ends."""
+    marker = read_epoch_marker(control_dir)
+    if marker is None:
+        return []
+    found: list[CheckpointFile] = []
+    for relpath, recorded in sorted(marker.files.items()):
+        path = run_dir / relpath
+        if _stat_or_none(path) != recorded:
+            continue  # rewritten since (or being rewritten now), or gone
+        if not is_intact_cached(path):
+            continue
+        if _stat_or_none(path) != recorded:
+            continue  # changed while we read it
+        found.append(
+            CheckpointFile(
+                relpath=relpath,
+                epoch=_epoch_of(relpath, marker.epoch),
+                size=recorded.size,
+                mtime_ns=recorded.mtime_ns,
+            )
+        )
+    return found
+
+
+def vouch_after_exit(run_dir: Path, control_dir: Path, now: float) -> bool:
+    """With no trainer left to write, every whole checkpoint in `weights/` is complete: let the
+    epoch marker vouch for them all, so a last.pt written after the last marker (a trainer that
+    died, or resumed and died again) is pushed, not stranded. True when the marker changed.
+
+    Only for a trainer known to be gone: a file still being written fails the zip check anyway.
+    """
+    weights = run_dir / "weights"
+    files: dict[str, FileStat] = {}
+    for path in sorted(weights.glob("*.pt")) if weights.is_dir() else []:
+        stat = _stat_or_none(path)
+        if stat is not None and is_intact(path) and _stat_or_none(path) == stat:
+            files[f"weights/{path.name}"] = stat
+    marker = read_epoch_marker(control_dir)
+    if marker is None:
+        if not files:
+            return False
+        marker = EpochMarker(epoch=0, total_epochs=0, epoch_seconds=0.0, validated=False, time=now)
+    if files == marker.files:
+        return False
+    write_epoch_marker(control_dir, replace(marker, time=now, files=files))
+    return True
+
+
+def stage_copy(run_dir: Path, item: CheckpointFile, staged_dir: Path) -> Path | None:
+    """Copy a complete checkpoint to `staged_dir/relpath`, atomically.
+
+    Returns None (and leaves nothing behind) when the source changed or vanished before or
+    during the copy, or the copy is not a sound archive: the caller tries again after the next
+    epoch. A failed write (a full disk) raises OSError: it must never pass for "nothing new".
+    """
+    source = run_dir / item.relpath
+    target = staged_dir / item.relpath
+    tmp = target.with_name(f".{target.name}.partial")
+    if _stat_or_none(source) != item.stat:
+        return None
+    try:
+        src = source.open("rb")
+    except FileNotFoundError:
+        return None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with src, tmp.open("wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+            dst.flush()
+            os.fsync(dst.fileno())
+        if _stat_or_none(source) != item.stat:
+            return None
+        if tmp.stat().st_size != item.size or not is_intact(tmp):
+            return None
+        os.replace(tmp, target)
+        fsync_dir(target.parent)
+        return target
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _epoch_files_newest_first(weights_dir: Path) -> list[Path]:
+    numbered: list[tuple[int, Path]] = []
+    try:
+        entries = list(weights_dir.iterdir())
+    except OSError:
+        return []
+    for path in entries:
+        match = _EPOCH_FILE.match(path.name)
+        if match:
+            numbered.append((int(match.group(1)), path))
+    return [path for _, path in sorted(numbered, reverse=True)]
+
+
+def newest_intact_checkpoint(run_dir: Path) -> Path | None:
+    """The checkpoint to resume from: last.pt if intact (it is written first, every epoch),
+    else the newest intact weights/epoch_N.pt; None if there is none."""
+    weights = run_dir / "weights"
+    last = weights / "last.pt"
+    if is_intact(last):
+        return last
+    for path in _epoch_files_newest_first(weights):
+        if is_intact(path):
+            return path
+    return None
