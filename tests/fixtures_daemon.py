@@ -196,3 +196,24 @@ def drop(inbox: Path, name: str, text: str) -> Path:
     tmp.write_text(text)
     os.replace(tmp, inbox / name)
     return inbox / name
+
+
+def end_leftovers(state: Path) -> None:
+    """What a daemon stopped by SIGTERM leaves on purpose (its runs' trainers and detached
+    failsafe watchers outlive it, as on a real machine) ended by their recorded identities,
+    so a test leaves nothing running."""
+    from runspec.machine import watcher
+    from runspec.store.paths import StateLayout
+    from runspec.trainer.launcher import TrainerHandle
+
+    layout = StateLayout(state)
+    jobs = layout.jobs
+    for job in sorted(jobs.iterdir()) if jobs.is_dir() else []:
+        try:
+            paths = layout.run_paths(job.name)
+        except Exception:  # a folder that is no run's: nothing of ours runs for it
+            continue
+        watcher.stop(paths)
+        handle = TrainerHandle.find(paths)
+        if handle is not None and handle.alive():
+            handle.kill_now()

@@ -28,7 +28,7 @@ from watchdog.events import FileOpenedEvent, FileSystemEvent, FileSystemEventHan
 from watchdog.observers import Observer
 
 from runspec.printable import printable
-from tests.fixtures_daemon import DaemonProc, drop, spec_text, wait_until
+from tests.fixtures_daemon import DaemonProc, drop, end_leftovers, spec_text, wait_until
 
 KINDS = ("regular", "fifo", "link-out", "link-in", "hardlink-out", "folder", "slow", "killed")
 WRITER = """
@@ -84,6 +84,7 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
         watcher.join(timeout=10)
         daemon.stop()
         daemon.notify.close()
+        end_leftovers(state)
 
 
 _counter = itertools.count()
