@@ -32,9 +32,12 @@ from runspec.store.state import RunRecord
 
 # The profile times a few training steps: real epochs add the loader's start, the checkpoint
 # saves and a slower first epoch. Epochs are planned this much longer than measured. Small on
-# purpose: every point of it is a point of the budget that trains nothing when the profile was
-# right (bench/bench_budget_share.py), and the budget's stop guards the other case.
-FIT_MARGIN = 0.01
+# purpose, because the two ways of being wrong cost the same: a margin too large forfeits a
+# whole epoch every time the profile was right (at 1 % an 8 h run of 9-minute epochs trained
+# 51 instead of 52: bench/bench_budget_share.py), while a profile too short by more than the
+# margin loses at most the plan's last epoch to the budget's stop, which guards that case.
+# Epoch noise averages out over a run (1 % per epoch is 0.14 % over 52 epochs).
+FIT_MARGIN = 0.003
 # A validating epoch as the fit counts it: validation runs inference only, on a val split
 # usually a tenth of the training images or less. (The planner's VALIDATION_FACTOR is its
 # cautious bound before it has timed a validating epoch; for the whole run's plan it would

@@ -84,17 +84,23 @@ def free_bytes(path: Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def check_members(members: list[tarfile.TarInfo], dest: Path) -> int:
-    """Refuse the first unsafe member; return the total declared size of the files."""
-    links: set[PurePosixPath] = set()
-    total = 0
-    for member in members:
+class MemberCheck:
+    """The checks of one member at a time, in the tar's order: what `check_members` runs over a
+    whole listing, and what the streaming extraction (runspec.dataset.streamtar) runs on each
+    member as it arrives, before writing it."""
+
+    def __init__(self, dest: Path) -> None:
+        self.dest = dest
+        self.links: set[PurePosixPath] = set()
+        self.total = 0  # declared bytes of the files seen so far
+
+    def check(self, member: tarfile.TarInfo) -> None:
         name = member.name
         path = PurePosixPath(name)
         if ".." in path.parts:
             raise UnsafeTarError(f"tar member {name!r} has a '..' component; refused")
         try:
-            filtered = tarfile.data_filter(member, str(dest))
+            filtered = tarfile.data_filter(member, str(self.dest))
         except tarfile.FilterError as exc:
             raise UnsafeTarError(f"tar member {name!r} refused: {exc}") from exc
         if filtered.name != member.name or filtered.linkname != member.linkname:
@@ -105,24 +111,31 @@ def check_members(members: list[tarfile.TarInfo], dest: Path) -> int:
         # A file written through a symlink the same tar created lands wherever the link points;
         # data_filter cannot see that before the link exists on disk.
         for parent in path.parents:
-            if parent in links:
+            if parent in self.links:
                 raise UnsafeTarError(
                     f"tar member {name!r} would be written through the symlink {str(parent)!r}; "
                     "refused"
                 )
         if member.issym() or member.islnk():
-            links.add(path)
+            self.links.add(path)
         if member.isfile():
-            total += member.size
-    return total
+            self.total += member.size
 
 
-def _marker_path(dest: Path, key: str) -> Path:
+def check_members(members: list[tarfile.TarInfo], dest: Path) -> int:
+    """Refuse the first unsafe member; return the total declared size of the files."""
+    checker = MemberCheck(dest)
+    for member in members:
+        checker.check(member)
+    return checker.total
+
+
+def marker_path(dest: Path, key: str) -> Path:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
     return dest / MARKER_DIR / f"{safe}.json"
 
 
-def _read_marker(marker: Path) -> dict[str, object] | None:
+def read_marker(marker: Path) -> dict[str, object] | None:
     try:
         data = json.loads(marker.read_text())
     except (OSError, ValueError):
@@ -130,12 +143,12 @@ def _read_marker(marker: Path) -> dict[str, object] | None:
     return data if isinstance(data, dict) else None
 
 
-def _source_identity(tar_path: Path) -> dict[str, int]:
+def source_identity(tar_path: Path) -> dict[str, int]:
     st = tar_path.stat()
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino}
 
 
-def _entries(marker: dict[str, object]) -> tuple[str, ...] | None:
+def marker_entries(marker: dict[str, object]) -> tuple[str, ...] | None:
     entries = marker.get("entries")
     if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
         return None
@@ -145,13 +158,13 @@ def _entries(marker: dict[str, object]) -> tuple[str, ...] | None:
 def _already_extracted(marker: dict[str, object], dest: Path, sha: str) -> tuple[str, ...] | None:
     if marker.get("sha256") != sha:
         return None
-    entries = _entries(marker)
+    entries = marker_entries(marker)
     if entries is None or not all((dest / e).exists() for e in entries):
         return None
     return entries
 
 
-def _write_marker(marker: Path, payload: dict[str, object]) -> None:
+def write_marker(marker: Path, payload: dict[str, object]) -> None:
     marker.parent.mkdir(parents=True, exist_ok=True)
     tmp = marker.with_suffix(".tmp")
     with tmp.open("w") as fh:
@@ -161,7 +174,7 @@ def _write_marker(marker: Path, payload: dict[str, object]) -> None:
     tmp.replace(marker)
 
 
-def _place(tmp: Path, dest: Path, entries: list[str], previous: tuple[str, ...]) -> None:
+def place(tmp: Path, dest: Path, entries: list[str], previous: tuple[str, ...]) -> None:
     """Rename each top-level entry into dest; an entry of an earlier extraction is replaced."""
     for entry in entries:
         target = dest / entry
@@ -232,11 +245,11 @@ def extract(
     """
     dest.mkdir(parents=True, exist_ok=True)
     dest = dest.resolve()
-    marker = _marker_path(dest, key or tar_path.name)
-    known = _read_marker(marker) or {}
+    marker = marker_path(dest, key or tar_path.name)
+    known = read_marker(marker) or {}
     # The very file hashed last time (same inode, size, mtime): trust the recorded sha256
     # rather than read a large tar again.
-    if known.get("source") == _source_identity(tar_path):
+    if known.get("source") == source_identity(tar_path):
         sha = str(known.get("sha256"))
         done = _already_extracted(known, dest, sha)
         if done is not None:
@@ -265,17 +278,17 @@ def extract(
                 finally:
                     extracting.close()
                 entries = sorted(p.name for p in tmp.iterdir())
-                _place(tmp, dest, entries, _entries(known) or ())
+                place(tmp, dest, entries, marker_entries(known) or ())
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    _write_marker(
+    write_marker(
         marker,
         {
             "tar": str(tar_path),
             "sha256": sha,
             "entries": list(done) if done is not None else entries,
             "bytes": total,
-            "source": _source_identity(tar_path),
+            "source": source_identity(tar_path),
         },
     )
     if done is not None:
@@ -303,9 +316,12 @@ def _check_space(members: list[tarfile.TarInfo], dest: Path, total: int) -> None
                 )
 
 
-def is_extracted(dest: Path, key: str) -> bool:
-    """Whether the marker for `key` says its tar sits extracted in dest (no hashing)."""
+def is_extracted(dest: Path, key: str, sha256: str | None = None) -> bool:
+    """Whether the marker for `key` says its tar (of that sha256, when given) sits extracted in
+    dest (no hashing)."""
     dest = dest.resolve() if dest.exists() else dest
-    known = _read_marker(_marker_path(dest, key)) or {}
-    entries = _entries(known)
+    known = read_marker(marker_path(dest, key)) or {}
+    if sha256 is not None and known.get("sha256") != sha256:
+        return False
+    entries = marker_entries(known)
     return entries is not None and all((dest / e).exists() for e in entries)

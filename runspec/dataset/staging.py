@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from runspec.clock import human_duration
-from runspec.dataset import safetar
+from runspec.dataset import safetar, streamtar
 from runspec.dataset.datayaml import allows_download, check_data_yaml
 from runspec.errors import RunspecError
 from runspec.meter import Meter, rate_text
@@ -65,19 +65,28 @@ def _stage(spec: Spec, paths: RunPaths, progress: Callable[[str], None]) -> Path
         # `runspec status` shows the transfer under way from the job folder's transfer.json.
         return Meter(what, total, progress, snapshot=paths.transfer_file)
 
-    tar_path = download_tar(dataset.hub, hf_home_for(spec), progress, meter)
+    hf_home = hf_home_for(spec)
     key = f"{dataset.hub.repo}--{dataset.hub.file}"
-    started = time.monotonic()
-    result = safetar.extract(tar_path, root, key=key, meter=meter, max_files=dataset.max_files)
-    if result.skipped:
+    blob = announced_blob(dataset.hub, hf_home)
+    if blob is not None and safetar.is_extracted(root, key, sha256=blob.etag):
+        blob = None  # extracted before from these bytes: the two-pass road finds it done
+    streamed: safetar.ExtractResult | None = None
+    if blob is not None:
+        # Extract while downloading (runspec.dataset.streamtar); the two-pass road below stays
+        # for a tar already in the cache and for anything the stream could not vouch for.
+        with streamtar.StreamExtract(blob, root, key, dataset.max_files) as stream:
+            tar_path = download_tar(dataset.hub, hf_home, progress, meter)
+            streamed = stream.finish(tar_path)
+    else:
+        tar_path = download_tar(dataset.hub, hf_home, progress, meter)
+    if streamed is not None:
+        result = streamed
         progress(
-            f"dataset {dataset.hub.file} already extracted in {root} (sha256 {result.sha256[:12]})"
+            f"extracted {dataset.hub.file} into {root} while downloading "
+            f"({', '.join(result.entries)})"
         )
     else:
-        took = human_duration(time.monotonic() - started)
-        progress(
-            f"extracted {dataset.hub.file} into {root} in {took} ({', '.join(result.entries)})"
-        )
+        result = _extract(tar_path, root, key, dataset.max_files, meter, progress)
     data = root / dataset.data
     if not data.is_file():
         raise StagingError(
@@ -85,6 +94,27 @@ def _stage(spec: Spec, paths: RunPaths, progress: Callable[[str], None]) -> Path
             f"the tar holds {', '.join(result.entries) or 'nothing'}); fix dataset.data"
         )
     return data
+
+
+def _extract(
+    tar_path: Path,
+    root: Path,
+    key: str,
+    max_files: int,
+    meter: Callable[[str, int], Meter],
+    progress: Callable[[str], None],
+) -> safetar.ExtractResult:
+    """The two-pass road: hash the tar in the cache, then extract it (or find it done)."""
+    started = time.monotonic()
+    result = safetar.extract(tar_path, root, key=key, meter=meter, max_files=max_files)
+    if result.skipped:
+        progress(
+            f"dataset {tar_path.name} already extracted in {root} (sha256 {result.sha256[:12]})"
+        )
+    else:
+        took = human_duration(time.monotonic() - started)
+        progress(f"extracted {tar_path.name} into {root} in {took} ({', '.join(result.entries)})")
+    return result
 
 
 def _resolve(path: Path, paths: RunPaths) -> Path:
@@ -129,6 +159,31 @@ def _metered_tqdm(what: str, meter: Callable[[str, int], Meter], used: list[Mete
             super().close()
 
     return MeteredTqdm
+
+
+def announced_blob(hub: HubDataset, hf_home: Path) -> streamtar.Blob | None:
+    """Where huggingface_hub will write the tar, with the ETag and size the Hub announces; None
+    when the cache already holds it or the Hub does not answer (download_tar then says why)."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.file_download import repo_folder_name
+
+    endpoint = os.environ.get("HF_ENDPOINT") or None
+    url = hf_hub_url(
+        hub.repo, hub.file, repo_type="dataset", revision=hub.revision, endpoint=endpoint
+    )
+    try:
+        meta = get_hf_file_metadata(
+            url, token=os.environ.get("HF_TOKEN") or None, endpoint=endpoint
+        )
+    except Exception:  # any failure only means the two-pass road, where download_tar says why
+        return None
+    if not meta.etag or meta.size is None:
+        return None
+    blobs = hub_cache_dir(hf_home) / repo_folder_name(repo_id=hub.repo, repo_type="dataset")
+    blobs = blobs / "blobs"
+    if (blobs / meta.etag).exists():
+        return None
+    return streamtar.Blob(blobs=blobs, etag=meta.etag, size=meta.size)
 
 
 def download_tar(
