@@ -196,10 +196,12 @@ def simulate(args: argparse.Namespace, m: Measured, hours: float, fit: str, seed
     # Bytes not yet verified at each boundary: the newest epoch's last.pt and best.pt.
     pending = 2 * ckpt
     done, longest = 0, 0.0
+    upload_rate: float | None = None
     while done < total:
         if done:
             predicted = planner.predict_epoch(validates(done + 1, total, 10)) or longest
-            if clock.time() + predicted > planner.point_of_no_return(int(pending)):
+            stop = planner.point_of_no_return(int(pending), upload_rate)
+            if clock.time() + predicted > stop:
                 break  # the trainer's rule: this epoch would end past the stop time
         took = epoch_s * rng.gauss(1.0, 0.01)
         if validates(done + 1, total, 10):
@@ -214,7 +216,7 @@ def simulate(args: argparse.Namespace, m: Measured, hours: float, fit: str, seed
         begin = max(clock.time(), push_done_at)
         push_s = m.push_overhead_s + 2 * args.ckpt_mb * m.push_s_per_mb
         push_done_at = begin + push_s
-        planner.record_upload(int(2 * ckpt), push_s)
+        upload_rate = 2 * ckpt / push_s  # what the Pusher measures and hands the planner
     costs.epochs = done
     # The final push: what the last epoch left, after any push still under way.
     costs.final_push = max(0.0, push_done_at - clock.time()) + m.push_overhead_s
