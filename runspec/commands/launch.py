@@ -9,6 +9,7 @@ from pathlib import Path
 from runspec.commands import add_format, print_json
 from runspec.commands.export import add_plan_arguments, plan_from
 from runspec.errors import Outcome, RunspecError
+from runspec.hubreach import unreachable
 
 
 class JobRefused(RunspecError):
@@ -37,7 +38,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> Outcome:
-    import httpx
     from huggingface_hub import HfApi, get_token
     from huggingface_hub.errors import HfHubHTTPError
 
@@ -47,16 +47,22 @@ def run(args: argparse.Namespace) -> Outcome:
     api = HfApi()
     try:
         listing: list[hfjobs.Hardware] | None = hfjobs.hardware_from(api.list_jobs_hardware())
-    except (HfHubHTTPError, httpx.HTTPError, OSError):
-        # Unreachable or refused: the flavor named goes unchecked, and HF checks it.
+    except Exception as exc:
+        if not isinstance(exc, HfHubHTTPError) and unreachable(exc) is None:
+            raise
+        # Unreachable or refused: the flavor named goes unchecked here, and HF checks it.
         listing = None
     flavor = hfjobs.choose_flavor(plan.spec, args.flavor, listing)
     request = hfjobs.job_request(plan, get_token(), flavor, args.image, args.attempts)
     try:
         namespace = args.namespace or api.whoami()["name"]
         job = api.run_job(**request.as_kwargs(), namespace=namespace)
-    except (HfHubHTTPError, httpx.HTTPError, OSError) as exc:
+    except HfHubHTTPError as exc:
         raise JobRefused(f"HF Jobs did not take the job: {exc}") from exc
+    except Exception as exc:
+        if (why := unreachable(exc)) is None:
+            raise
+        raise JobRefused(f"HF Jobs did not take the job: {why}") from exc
     if args.format == "json":
         print_json(
             {
