@@ -25,20 +25,23 @@ import pytest
 
 VERSIONS = {"skypilot": "0.14.1", "dstack": "0.22.5"}
 
-# Reads a YAML file, runs the engine's validator on it, prints "ok" or the validator's error.
+# Reads a YAML file and runs the engine's validator on it; prints "ok", the node count and the
+# sha256 of the carried spec as the engine parsed it (or the validator's error).
 VALIDATORS = {
     # from_yaml_config mutates the dict it is given: a deep copy, as engines.md measured.
     "skypilot": (
-        "import copy, sys, yaml, sky\n"
+        "import copy, hashlib, sys, yaml, sky\n"
         "cfg = yaml.safe_load(open(sys.argv[1]))\n"
         "task = sky.Task.from_yaml_config(copy.deepcopy(cfg))\n"
-        "print('ok', task.num_nodes)\n"
+        "spec = task.envs.get('RUNSPEC_SPEC_YAML', '')\n"
+        "print('ok', task.num_nodes, hashlib.sha256(spec.encode()).hexdigest())\n"
     ),
     "dstack": (
-        "import sys, yaml\n"
+        "import hashlib, sys, yaml\n"
         "from dstack.api import Task\n"
         "task = Task.model_validate(yaml.safe_load(open(sys.argv[1])))\n"
-        "print('ok', task.nodes)\n"
+        "spec = task.env.as_dict().get('RUNSPEC_SPEC_YAML', '')\n"
+        "print('ok', task.nodes, hashlib.sha256(spec.encode()).hexdigest())\n"
     ),
 }
 

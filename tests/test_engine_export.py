@@ -83,7 +83,8 @@ def test_skypilot_task_passes_skypilot_and_asks_what_the_issue_says(tmp_path: Pa
     out, task = _written(tmp_path, "skypilot")
     checked = validate("skypilot", out)
     assert checked.returncode == 0, checked.stderr[-3000:]
-    assert checked.stdout.split() == ["ok", "2"]
+    # The engine reads the spec it carries as the file's own bytes.
+    assert checked.stdout.split() == ["ok", "2", hashlib.sha256(SPEC.encode()).hexdigest()]
     resources = task["resources"]
     assert task["num_nodes"] == 2
     assert resources["accelerators"] == "H100:8"
@@ -102,7 +103,7 @@ def test_dstack_task_passes_dstack_and_covers_budget_and_final_push(tmp_path: Pa
     out, task = _written(tmp_path, "dstack")
     checked = validate("dstack", out)
     assert checked.returncode == 0, checked.stderr[-3000:]
-    assert checked.stdout.split() == ["ok", "2"]
+    assert checked.stdout.split() == ["ok", "2", hashlib.sha256(SPEC.encode()).hexdigest()]
     assert task["type"] == "task" and task["nodes"] == 2
     assert task["name"] == "sweep-a-1"  # dstack's run names take no dot
     assert task["resources"] == {"gpu": "H100:8", "disk": "200GB"}
