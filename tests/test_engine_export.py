@@ -17,6 +17,7 @@ import yaml
 from tests.engine_venvs import validate
 
 REPO = Path(__file__).resolve().parent.parent
+INSTALL = "runspec[train] @ git+https://example.org/runspec@v0.1.0"
 
 # A two-node spot run; trailing spaces and a tab in a comment make the YAML writer quote it,
 # which must still carry the text exactly.
@@ -53,7 +54,12 @@ def _export(spec: Path, *argv: str) -> subprocess.CompletedProcess[str]:
         timeout=60,
         cwd=REPO,
         check=False,
-        env={"PATH": "/usr/bin:/bin", "HF_TOKEN": "hf_secretvalue0123456789", "HOME": "/tmp"},
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HF_TOKEN": "hf_secretvalue0123456789",
+            "HOME": "/tmp",
+            "RUNSPEC_INSTALL": INSTALL,
+        },
     )
 
 
@@ -93,7 +99,7 @@ def test_skypilot_task_passes_skypilot_and_asks_what_the_issue_says(tmp_path: Pa
     assert resources["autostop"]["down"] is True
     assert resources["job_recovery"] == {"max_restarts_on_errors": 0, "recover_on_exit_codes": [75]}
     assert task["secrets"] == {"HF_TOKEN": None}
-    assert "pip install" in task["setup"] and "runspec" in task["setup"]
+    assert task["setup"] == f"pip install --quiet '{INSTALL}'\n"
     assert "exec runspec run runspec-spec.yaml" in task["run"]
     _carried(task["envs"]["RUNSPEC_SPEC_YAML"])
     _no_secrets_or_paths(out, tmp_path)
@@ -185,6 +191,18 @@ def test_json_holds_the_task_and_the_next_step(tmp_path: Path) -> None:
     data = json.loads(result.stdout)
     assert data["task"]["num_nodes"] == 2
     assert data["launch"] == "sky jobs launch FILE --secret HF_TOKEN"
+
+
+@pytest.mark.parametrize("install", ["runspec[train]==0.1.0", "runspec", ""])
+def test_runspec_comes_only_from_a_direct_reference_never_the_pypi_name(
+    tmp_path: Path, install: str
+) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC, encoding="utf-8")
+    result = _export(spec, "--to", "skypilot", "--install", install)
+    assert result.returncode == 2
+    assert "direct reference" in result.stderr
+    assert result.stdout == ""
 
 
 def test_an_invalid_spec_is_reported_as_validate_reports_it(tmp_path: Path) -> None:

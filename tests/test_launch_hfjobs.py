@@ -16,6 +16,7 @@ from runspec.engines.hfjobs import TORCH_VERSION
 from tests.hubserver import HubServer
 
 REPO = Path(__file__).resolve().parent.parent
+INSTALL = "runspec[train] @ git+https://example.org/runspec@v0.1.0"
 
 SPEC = """\
 runspec: 1
@@ -49,7 +50,7 @@ def _launch(
         timeout=120,
         cwd=REPO,
         check=False,
-        env={**os.environ, **hub_env},
+        env={**os.environ, **hub_env, "RUNSPEC_INSTALL": INSTALL},
     )
 
 
@@ -70,7 +71,7 @@ def test_the_job_asks_for_the_flavor_a_timeout_past_the_budget_and_the_token_as_
     assert request["environment"]["RUNSPEC_SPEC_YAML"] == SPEC
     assert request["command"][:2] == ["bash", "-c"]
     script = request["command"][2]
-    assert "pip install --quiet 'runspec[train]==" in script
+    assert script.startswith(f"pip install --quiet '{INSTALL}' && ")
     assert script.endswith("exec runspec run runspec-spec.yaml")
     assert TORCH_VERSION in request["dockerImage"]
     assert request["labels"] == {"runspec": "hf-run-1", "name": "hf-run-1"}

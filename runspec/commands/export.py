@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,12 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     """What `export` and `launch` share: how runspec is installed on the engine's machine."""
-    from runspec.engines.task import DEFAULT_INSTALL
+    from runspec.engines.task import INSTALL_EXAMPLE, INSTALL_VARIABLE
 
     parser.add_argument(
         "--install",
-        default=DEFAULT_INSTALL,
-        help=f"the pip requirement that installs runspec there (default {DEFAULT_INSTALL})",
+        default=os.environ.get(INSTALL_VARIABLE),
+        help=f"the pip requirement that installs runspec there, a direct reference such as "
+        f"{INSTALL_EXAMPLE!r} (default ${INSTALL_VARIABLE})",
     )
     parser.add_argument(
         "--setup",
@@ -46,10 +48,12 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def plan_from(args: argparse.Namespace) -> JobPlan:
-    from runspec.engines.task import JobPlan
+    from runspec.engines.task import JobPlan, install_problem
     from runspec.spec.loader import load_spec
     from runspec.units import parse_duration
 
+    if (why := install_problem(args.install)) is not None:
+        raise UsageError(why)
     try:
         setup = parse_duration(args.setup)
     except ValueError as exc:
