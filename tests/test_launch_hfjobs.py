@@ -171,3 +171,13 @@ def test_an_unreachable_hub_is_said_so_and_nothing_is_launched(
     assert "HF Jobs did not take the job: cannot reach the Hub at http://127.0.0.1:9" in (
         result.stderr
     )
+
+
+@pytest.mark.parametrize("attempts", ["0", "-1", "x"])
+def test_attempts_are_a_small_positive_number(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str], attempts: str
+) -> None:
+    result = _launch(tmp_path, hub_env, "--namespace", "my-org", "--attempts", attempts)
+    assert result.returncode == 2
+    assert "is not a number of attempts" in result.stderr
+    assert hub_server.jobs.requests == []

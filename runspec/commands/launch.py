@@ -16,6 +16,12 @@ class JobRefused(RunspecError):
     """HF Jobs did not take the job (or could not be reached)."""
 
 
+def _attempts(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 10:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of attempts from 1 to 10")
+    return int(text)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from runspec.engines.hfjobs import DEFAULT_ATTEMPTS, DEFAULT_IMAGE
 
@@ -28,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image", default=DEFAULT_IMAGE, help=f"default {DEFAULT_IMAGE}")
     parser.add_argument(
         "--attempts",
-        type=int,
+        type=_attempts,
         default=DEFAULT_ATTEMPTS,
         help=f"how many times HF Jobs may start it (default {DEFAULT_ATTEMPTS}); a fresh one "
         "resumes from the Hub",

@@ -24,9 +24,10 @@ from runspec.spec.model import FinishAction
 RETRY_EXIT_CODE = 75
 # SkyPilot tears an idle machine down after this long; runspec's own end comes first.
 IDLE_MINUTES = 10
-# Clouds where SkyPilot cannot stop an instance, only tear it down (SkyPilot #3378): its
-# validator accepts `down: false` there.
-CANNOT_STOP = frozenset({"runpod", "vast", "lambda", "fluidstack", "hyperbolic"})
+# Clouds where an instance cannot be stopped, only torn down (RunPod: SkyPilot #3378; Lambda
+# has no stop at all): SkyPilot's validator accepts `down: false` there, and the machine that
+# was to be stopped keeps billing.
+CANNOT_STOP = frozenset({"runpod", "lambda"})
 
 
 def _infra_cloud(infra: str | None) -> str | None:
