@@ -181,3 +181,13 @@ def test_attempts_are_a_small_positive_number(
     assert result.returncode == 2
     assert "is not a number of attempts" in result.stderr
     assert hub_server.jobs.requests == []
+
+
+def test_a_disk_larger_than_the_flavor_holds_is_refused(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str]
+) -> None:
+    text = SPEC.replace('  gpus: "H100:8"\n', '  gpus: "H100:8"\n  disk: 2TB\n')
+    result = _launch(tmp_path, hub_env, "--namespace", "my-org", text=text)
+    assert result.returncode == 2
+    assert "flavor h100x8 has 1000 GB of disk; resources.disk asks for 2000 GB" in result.stderr
+    assert hub_server.jobs.requests == []
