@@ -53,6 +53,8 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("cost", "cost", "what the run and the idle machine will cost; stop vs destroy"),
     ("preflight", "preflight", "check this machine against this spec, without training"),
     ("run", "run", "the whole lifecycle in the foreground, no daemon"),
+    ("export", "export", "the spec as a SkyPilot or dstack task file (the engine rents)"),
+    ("launch", "launch", "submit the spec to Hugging Face Jobs (HF's GPUs, per minute)"),
     ("submit", "submit", "validate a spec, record its provenance, copy it into the inbox"),
     ("daemon", "daemon", "the daemon in the foreground (what runspecd.service runs)"),
     ("status", "status", "runs, epoch, ETA, best metric, last verified push, budget, cost"),

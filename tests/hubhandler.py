@@ -131,6 +131,8 @@ class Handler(BaseHTTPRequestHandler):
             return "resolve", lambda: self._resolve(
                 _type_of(m["prefix"]), m["repo"], m["rev"], m["path"], method == "HEAD"
             )
+        if path.startswith("/api/jobs/"):  # Hugging Face Jobs: tests/hubjobs.py
+            return self.hub.jobs.route(self, method, path)
         if m := _REPO_API.match(path):
             rtype, repo, action = m["type"][:-1], m["repo"], m["action"]
             rev, rest = m["rev"] or "main", (m["rest"] or "").lstrip("/")

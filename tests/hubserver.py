@@ -24,6 +24,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from tests.hubhandler import Handler
+from tests.hubjobs import Jobs
 from tests.hubrepo import LFS_THRESHOLD, OPS, Entry, Fault, Repo, Request, blob_id, lfs_entry
 
 __all__ = ["Entry", "HubServer", "Repo", "blob_id"]
@@ -50,6 +51,7 @@ class HubServer:
         # What the metadata check (POST /api/validate-yaml) says of every card it is shown,
         # beyond its own checks: the real Hub's checks are more than this server's.
         self.card_errors: list[str] = []
+        self.jobs = Jobs()  # Hugging Face Jobs: what was asked of it (tests/hubjobs.py)
         self._lies: set[str] = set()
         self._lie_all = False
         self._down = False

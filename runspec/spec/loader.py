@@ -39,6 +39,7 @@ from runspec.spec.model import (
     TrainSpec,
     Unverified,
 )
+from runspec.spec.resources import build_resources
 from runspec.spec.schema_errors import Reporter, explain
 from runspec.spec.specread import NotRegularFile, SpecTooBig, read_spec
 from runspec.spec.yamlload import YamlDocument, json_pointer, load_yaml, too_big
@@ -200,6 +201,7 @@ def _build(data: dict[str, Any], text: str, digest: str, source: str) -> Spec:
             doctor=pre.get("doctor", True),
             profile=pre.get("profile", False),
         ),
+        resources=build_resources(data.get("resources")),
         env=MappingProxyType({k: _env_value(v) for k, v in data.get("env", {}).items()}),
         notify=tuple(data["notify"]) if "notify" in data else None,
         source=source,

@@ -180,6 +180,23 @@ class PreflightSpec:
 
 
 @dataclass(frozen=True)
+class ResourcesSpec:
+    """What an engine rents for the run (runspec export, runspec launch); one box reads only
+    `nodes`."""
+
+    gpu_name: str | None = None  # SkyPilot's accelerator name ("H100", "A100-80GB")
+    gpus_per_node: int = 0  # 0: no GPU asked for
+    nodes: int = 1
+    spot: bool = False
+    disk: int | None = None  # bytes, per node
+
+    @property
+    def gpus(self) -> str | None:
+        """The request in SkyPilot's (and dstack's) NAME:COUNT form."""
+        return None if self.gpu_name is None else f"{self.gpu_name}:{self.gpus_per_node}"
+
+
+@dataclass(frozen=True)
 class Spec:
     name: str
     dataset: DatasetSpec
@@ -190,6 +207,7 @@ class Spec:
     push: PushSpec | None = None
     finish: FinishSpec = FinishSpec()
     preflight: PreflightSpec = PreflightSpec()
+    resources: ResourcesSpec = ResourcesSpec()
     env: Mapping[str, str] = field(default_factory=_frozen_map)  # type: ignore[arg-type]
     # Notification URLs (apprise's format, ${NAME} from the daemon's environment); None: the
     # daemon config's.

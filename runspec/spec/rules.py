@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from runspec.spec import modelnames as models
+from runspec.spec import resources
 from runspec.spec.envpaths import forbidden_env_path
 from runspec.spec.safepaths import FOLDER_FIELDS, forbidden_folder
 from runspec.spec.trainargs import BY_KEY, ELSEWHERE, normalise_key
@@ -191,21 +192,26 @@ def _train(data: dict[str, Any]) -> Iterator[Finding]:
         if repeated:
             listed = ", ".join(str(g) for g in repeated)
             yield Finding(("train", "device"), f"GPU {listed} listed more than once in device")
-        count = len(set(gpus))
-        batch = train.get("batch")
-        if _is_int(batch) and count > 1:
-            if batch == -1:
-                yield Finding(
-                    ("train", "batch"),
-                    f"batch -1 (auto) sizes one GPU only; with {count} GPUs give the global "
-                    f"batch, a multiple of {count}",
-                )
-            elif batch > 0 and batch % count:
-                yield Finding(
-                    ("train", "batch"),
-                    f"batch {batch} does not divide evenly across {count} GPUs (it is the "
-                    f"global batch, split across them): use a multiple of {count}",
-                )
+    # The global batch is split across every process: each GPU listed, or each GPU that
+    # resources.gpus rents, on every node (runspec.spec.resources).
+    split = resources.processes(data, None if gpus is None else len(set(gpus)))
+    batch = train.get("batch")
+    if split is not None and _is_int(batch) and split[0] > 1:
+        count, across = split
+        if batch == -1:
+            yield Finding(
+                ("train", "batch"),
+                f"batch -1 (auto) sizes one GPU only; with {across} give the global "
+                f"batch, a multiple of {count}",
+            )
+        elif batch > 0 and batch % count:
+            yield Finding(
+                ("train", "batch"),
+                f"batch {batch} does not divide evenly across {across} (it is the "
+                f"global batch, split across them): use a multiple of {count}",
+            )
+    for path, message in resources.problems(data, gpus):
+        yield Finding(path, message)
     epochs, period = train.get("epochs"), train.get("save_period")
     if _is_int(epochs) and _is_int(period) and epochs >= 1 and period > epochs:
         yield Finding(

@@ -1,0 +1,86 @@
+"""A spec as a dstack task (`dstack apply -f FILE`, after `dstack secret set hf_token ...`).
+
+dstack's `max_duration` sends SIGINT when it is reached and kills 10 s later: it is set past
+runspec's own deadline (setup + wall_clock), so runspec has ended the run and verified its
+push before it comes; `stop_duration` covers the final push (the overrun) should it come.
+dstack's `retry` cannot tell exit codes apart, so it retries only what the machine did
+(`interruption`, `no-capacity`), never the run's own errors; and never past the budget, which
+a fresh machine could not use.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from runspec.engines.task import (
+    SPEC_VARIABLE,
+    TOKEN_VARIABLE,
+    EngineMisfit,
+    JobPlan,
+    duration_text,
+    misfits,
+)
+from runspec.spec.model import FinishAction
+
+SECRET_NAME = "hf_token"
+
+
+def run_name(name: str) -> str:
+    """The spec's name as dstack's run names take it: a lowercase letter first, then letters,
+    digits and dashes, 41 at most."""
+    cleaned = re.sub(r"[^a-z0-9-]", "-", name)
+    if not cleaned[0].isalpha():
+        cleaned = "r-" + cleaned
+    return cleaned[:41]
+
+
+def dstack_task(plan: JobPlan) -> dict[str, Any]:
+    """The task as dstack's YAML holds it. Raises EngineMisfit for what dstack's own
+    validator lets through."""
+    spec = plan.spec
+    reasons = misfits(spec)
+    if "${{" in spec.text:
+        reasons.append("the spec holds '${{', which dstack would read as one of its own variables")
+    if spec.finish.action == FinishAction.STOP:
+        reasons.append(
+            "finish action stop keeps a stopped machine, which dstack never does (it "
+            "terminates its instances): use finish action destroy"
+        )
+    if reasons:
+        raise EngineMisfit("dstack", reasons)
+    resources: dict[str, Any] = {}
+    if spec.resources.gpus:
+        resources["gpu"] = spec.resources.gpus
+    if spec.resources.disk is not None:
+        resources["disk"] = f"{math.ceil(spec.resources.disk / 1e9)}GB"
+    task: dict[str, Any] = {
+        "type": "task",
+        "name": run_name(spec.name),
+        "nodes": spec.resources.nodes,
+        "python": "3.11",
+        "env": {
+            TOKEN_VARIABLE: "${{ secrets." + SECRET_NAME + " }}",
+            SPEC_VARIABLE: spec.text,
+        },
+        "commands": [plan.install_line(), *plan.run_lines()],
+        "spot_policy": "spot" if spec.resources.spot else "on-demand",
+        "max_duration": duration_text(plan.budget_seconds),
+        "stop_duration": duration_text(spec.budget.overrun),
+        "idle_duration": "0s",
+        "retry": {
+            "on_events": ["interruption", "no-capacity"],
+            "duration": duration_text(plan.budget_seconds),
+        },
+    }
+    if resources:
+        task["resources"] = resources
+    if spec.resources.nodes > 1:
+        # The run is done when node 0's runspec says so; the others follow torchrun.
+        task["stop_criteria"] = "master-done"
+    return task
+
+
+def launch_hint(path: str) -> str:
+    return f"dstack secret set {SECRET_NAME} <your Hub token>; dstack apply -f {path}"

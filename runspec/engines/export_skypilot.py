@@ -1,0 +1,81 @@
+"""A spec as a SkyPilot managed job (`sky jobs launch FILE --secret HF_TOKEN`).
+
+SkyPilot restarts a job from scratch on a fresh machine when it exits with a code in
+`recover_on_exit_codes`: runspec exits 75 for "give me a fresh machine" (a failed GPU, a
+preemption) and resumes from its Hub record there; any other failure stays failed
+(`max_restarts_on_errors: 0`: a bad spec must not be paid for twice). `autostop` with
+`down: true` is the engine-side failsafe: an idle machine is torn down, never left billing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from runspec.engines.task import (
+    SPEC_VARIABLE,
+    TOKEN_VARIABLE,
+    EngineMisfit,
+    JobPlan,
+    misfits,
+)
+from runspec.spec.model import FinishAction
+
+RETRY_EXIT_CODE = 75
+# SkyPilot tears an idle machine down after this long; runspec's own end comes first.
+IDLE_MINUTES = 10
+# Clouds where an instance cannot be stopped, only torn down (RunPod: SkyPilot #3378; Lambda
+# has no stop at all): SkyPilot's validator accepts `down: false` there, and the machine that
+# was to be stopped keeps billing.
+CANNOT_STOP = frozenset({"runpod", "lambda"})
+
+
+def _infra_cloud(infra: str | None) -> str | None:
+    return None if infra is None else infra.split("/", 1)[0].lower()
+
+
+def skypilot_task(plan: JobPlan, infra: str | None = None) -> dict[str, Any]:
+    """The task as SkyPilot's YAML holds it. Raises EngineMisfit for what SkyPilot's own
+    validator lets through."""
+    spec = plan.spec
+    reasons = misfits(spec)
+    # A spec that keeps its machine stopped asks for `down: false`; everywhere else the
+    # failsafe deletes the machine.
+    keep = spec.finish.action == FinishAction.STOP
+    cloud = _infra_cloud(infra)
+    if keep and cloud in CANNOT_STOP:
+        reasons.append(
+            f"finish action stop keeps a stopped machine, which {cloud} cannot do under "
+            "SkyPilot (autostop down: false is never honoured there): use finish action "
+            "destroy, or another infra"
+        )
+    if reasons:
+        raise EngineMisfit("SkyPilot", reasons)
+    resources: dict[str, Any] = {}
+    if infra:
+        resources["infra"] = infra
+    if spec.resources.gpus:
+        resources["accelerators"] = spec.resources.gpus
+    resources["use_spot"] = spec.resources.spot
+    if spec.resources.disk is not None:
+        resources["disk_size"] = math.ceil(spec.resources.disk / 1e9)  # SkyPilot's GB
+    resources["autostop"] = {"idle_minutes": IDLE_MINUTES, "down": not keep}
+    resources["job_recovery"] = {
+        "max_restarts_on_errors": 0,
+        "recover_on_exit_codes": [RETRY_EXIT_CODE],
+    }
+    return {
+        "name": spec.name,
+        "num_nodes": spec.resources.nodes,
+        "resources": resources,
+        "envs": {SPEC_VARIABLE: spec.text},
+        # No value: `sky jobs launch --secret HF_TOKEN` reads it from the launching shell,
+        # and SkyPilot keeps it out of its logs and its dashboard.
+        "secrets": {TOKEN_VARIABLE: None},
+        "setup": plan.install_line() + "\n",
+        "run": "\n".join(plan.run_lines()) + "\n",
+    }
+
+
+def launch_hint(path: str) -> str:
+    return f"sky jobs launch {path} --secret {TOKEN_VARIABLE}"

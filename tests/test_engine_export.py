@@ -1,0 +1,215 @@
+"""`runspec export SPEC --to skypilot|dstack`: the file it writes passes the engine's own
+validator (each engine in a cached venv of its own, tests/engine_venvs.py), says what the
+issue asks of it, carries the spec byte for byte, and holds no token or laptop path."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.engine_venvs import validate
+
+REPO = Path(__file__).resolve().parent.parent
+INSTALL = "runspec[train] @ git+https://example.org/runspec@v0.1.0"
+
+# A two-node spot run; trailing spaces and a tab in a comment make the YAML writer quote it,
+# which must still carry the text exactly.
+SPEC = """\
+runspec: 1
+name: sweep-a.1
+dataset:
+  hub: {repo: my-org/data, file: d.tar}
+  data: d/data.yaml
+train:
+  model: yolo9-t
+  epochs: 50
+  batch: 64   \t# 4 per GPU
+resources:
+  gpus: "H100:8"
+  nodes: 2
+  spot: true
+  disk: 200GB
+push:
+  hub: {repo: my-org/run}
+budget:
+  wall_clock: 6h
+  overrun: 30m
+finish:
+  action: destroy
+"""
+
+
+def _export(spec: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runspec", "export", str(spec), *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        check=False,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HF_TOKEN": "hf_secretvalue0123456789",
+            "HOME": "/tmp",
+            "RUNSPEC_INSTALL": INSTALL,
+        },
+    )
+
+
+def _written(tmp_path: Path, engine: str, text: str = SPEC, *argv: str) -> tuple[Path, Any]:
+    spec = tmp_path / "laptop-folder" / "spec.yaml"
+    spec.parent.mkdir(exist_ok=True)
+    spec.write_text(text, encoding="utf-8")
+    out = tmp_path / f"{engine}.yaml"
+    result = _export(spec, "--to", engine, "-o", str(out), *argv)
+    assert result.returncode == 0, result.stderr
+    return out, yaml.safe_load(out.read_text(encoding="utf-8"))
+
+
+def _no_secrets_or_paths(out: Path, tmp_path: Path) -> None:
+    text = out.read_text(encoding="utf-8")
+    assert "hf_secretvalue" not in text
+    assert str(tmp_path) not in text and "laptop-folder" not in text
+
+
+def _carried(text: str) -> None:
+    """The spec inside the job is the file's own bytes: the provenance's sha256 matches."""
+    digest = hashlib.sha256(SPEC.encode()).hexdigest()
+    assert hashlib.sha256(text.encode()).hexdigest() == digest
+
+
+def test_skypilot_task_passes_skypilot_and_asks_what_the_issue_says(tmp_path: Path) -> None:
+    out, task = _written(tmp_path, "skypilot")
+    checked = validate("skypilot", out)
+    assert checked.returncode == 0, checked.stderr[-3000:]
+    # The engine reads the spec it carries as the file's own bytes.
+    assert checked.stdout.split() == ["ok", "2", hashlib.sha256(SPEC.encode()).hexdigest()]
+    resources = task["resources"]
+    assert task["num_nodes"] == 2
+    assert resources["accelerators"] == "H100:8"
+    assert resources["use_spot"] is True
+    assert resources["disk_size"] == 200
+    assert resources["autostop"]["down"] is True
+    assert resources["job_recovery"] == {"max_restarts_on_errors": 0, "recover_on_exit_codes": [75]}
+    assert task["secrets"] == {"HF_TOKEN": None}
+    assert task["setup"] == f"pip install --quiet '{INSTALL}'\n"
+    assert "exec runspec run runspec-spec.yaml" in task["run"]
+    _carried(task["envs"]["RUNSPEC_SPEC_YAML"])
+    _no_secrets_or_paths(out, tmp_path)
+
+
+def test_dstack_task_passes_dstack_and_covers_budget_and_final_push(tmp_path: Path) -> None:
+    out, task = _written(tmp_path, "dstack")
+    checked = validate("dstack", out)
+    assert checked.returncode == 0, checked.stderr[-3000:]
+    assert checked.stdout.split() == ["ok", "2", hashlib.sha256(SPEC.encode()).hexdigest()]
+    assert task["type"] == "task" and task["nodes"] == 2
+    assert task["name"] == "sweep-a-1"  # dstack's run names take no dot
+    assert task["resources"] == {"gpu": "H100:8", "disk": "200GB"}
+    assert task["spot_policy"] == "spot"
+    # The cap comes after the install (15m) and the whole wall_clock; the grace is the overrun.
+    assert task["max_duration"] == "375m"
+    assert task["stop_duration"] == "30m"
+    assert task["idle_duration"] == "0s"
+    assert task["stop_criteria"] == "master-done"
+    assert task["retry"]["on_events"] == ["interruption", "no-capacity"]
+    assert task["env"]["HF_TOKEN"] == "${{ secrets.hf_token }}"
+    assert task["commands"][-1] == "exec runspec run runspec-spec.yaml"
+    _carried(task["env"]["RUNSPEC_SPEC_YAML"])
+    _no_secrets_or_paths(out, tmp_path)
+
+
+def test_a_stopped_machine_on_runpod_is_refused_though_skypilot_accepts_it(
+    tmp_path: Path,
+) -> None:
+    keep = SPEC.replace("action: destroy", "action: stop")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(keep, encoding="utf-8")
+    refused = _export(spec, "--to", "skypilot", "--infra", "runpod")
+    assert refused.returncode == 2
+    assert "runpod cannot do under SkyPilot" in refused.stderr
+    assert refused.stdout == ""
+    # Elsewhere the same spec keeps its machine stopped (down: false) ...
+    out, task = _written(tmp_path, "skypilot", keep, "--infra", "aws")
+    assert task["resources"]["autostop"]["down"] is False
+    # ... and SkyPilot's own validator takes that on RunPod too: only the lint refuses it.
+    task["resources"]["infra"] = "runpod"
+    out.write_text(yaml.safe_dump(task), encoding="utf-8")
+    assert validate("skypilot", out).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (("push:\n  hub: {repo: my-org/run}\n", ""), "push.hub is needed"),
+        (('  gpus: "H100:8"\n', ""), "resources.gpus is needed"),
+        (
+            (
+                "  hub: {repo: my-org/data, file: d.tar}\n  data: d/data.yaml\n",
+                "  path: /root/data/d/data.yaml\n",
+            ),
+            "dataset.path /root/data/d/data.yaml is a path on one machine",
+        ),
+    ],
+)
+def test_what_no_engine_can_run_is_refused_with_its_reason(
+    tmp_path: Path, change: tuple[str, str], said: str
+) -> None:
+    text = SPEC.replace(*change).replace("action: destroy", "action: none")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(text, encoding="utf-8")
+    for engine in ("skypilot", "dstack"):
+        result = _export(spec, "--to", engine)
+        assert result.returncode == 2, result.stderr
+        assert said in result.stderr
+        assert result.stdout == ""
+
+
+def test_without_output_the_task_goes_to_stdout_and_the_next_step_to_stderr(
+    tmp_path: Path,
+) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC, encoding="utf-8")
+    result = _export(spec, "--to", "dstack")
+    assert result.returncode == 0
+    assert yaml.safe_load(result.stdout)["type"] == "task"
+    assert "dstack apply -f" in result.stderr
+
+
+def test_json_holds_the_task_and_the_next_step(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC, encoding="utf-8")
+    result = _export(spec, "--to", "skypilot", "--json")
+    assert result.returncode == 0
+    data = json.loads(result.stdout)
+    assert data["task"]["num_nodes"] == 2
+    assert data["launch"] == "sky jobs launch FILE --secret HF_TOKEN"
+
+
+@pytest.mark.parametrize("install", ["runspec[train]==0.1.0", "runspec", ""])
+def test_runspec_comes_only_from_a_direct_reference_never_the_pypi_name(
+    tmp_path: Path, install: str
+) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC, encoding="utf-8")
+    result = _export(spec, "--to", "skypilot", "--install", install)
+    assert result.returncode == 2
+    assert "direct reference" in result.stderr
+    assert result.stdout == ""
+
+
+def test_an_invalid_spec_is_reported_as_validate_reports_it(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.replace("batch: 64", "batch: 36"), encoding="utf-8")
+    result = _export(spec, "--to", "skypilot")
+    assert result.returncode == 2
+    assert "/train/batch: batch 36 does not divide evenly across 16 GPUs on 2 nodes" in (
+        result.stderr
+    )

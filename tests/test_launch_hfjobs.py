@@ -1,0 +1,193 @@
+"""`runspec launch SPEC --on hf-jobs`: the request the real huggingface_hub client sends to the
+Jobs stand-in of the local Hub (tests/hubjobs.py): flavor, timeout, secret, command."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from huggingface_hub import HfApi
+
+from runspec.engines.hfjobs import TORCH_VERSION
+from tests.hubserver import HubServer
+
+REPO = Path(__file__).resolve().parent.parent
+INSTALL = "runspec[train] @ git+https://example.org/runspec@v0.1.0"
+
+SPEC = """\
+runspec: 1
+name: hf-run.1
+dataset:
+  hub: {repo: my-org/data, file: d.tar}
+  data: d/data.yaml
+train:
+  model: yolo9-t
+  epochs: 50
+  batch: 64
+resources:
+  gpus: "H100:8"
+push:
+  hub: {repo: my-org/run}
+budget:
+  wall_clock: 2h
+  overrun: 20m
+"""
+
+
+def _launch(
+    tmp_path: Path, hub_env: dict[str, str], *argv: str, text: str = SPEC
+) -> subprocess.CompletedProcess[str]:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(text, encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, "-m", "runspec", "launch", str(spec), "--on", "hf-jobs", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        check=False,
+        env={**os.environ, **hub_env, "RUNSPEC_INSTALL": INSTALL},
+    )
+
+
+def test_the_job_asks_for_the_flavor_a_timeout_past_the_budget_and_the_token_as_a_secret(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str], hub_token: str
+) -> None:
+    result = _launch(tmp_path, hub_env, "--namespace", "my-org")
+    assert result.returncode == 0, result.stderr
+    [request] = hub_server.jobs.requests
+    # No --flavor: the one whose GPUs are resources.gpus', from the hardware listing.
+    assert request["flavor"] == "h100x8"
+    # HF's default (30 min) would cut a 2 h run; the timeout covers install + budget + overrun.
+    assert request["timeoutSeconds"] == (15 + 120 + 20) * 60
+    assert request["attempts"] == 2
+    assert request["secrets"] == {"HF_TOKEN": hub_token}
+    sent_in_the_open = repr(request["environment"]) + repr(request["command"])
+    assert hub_token not in sent_in_the_open
+    assert request["environment"]["RUNSPEC_SPEC_YAML"] == SPEC
+    assert request["command"][:2] == ["bash", "-c"]
+    script = request["command"][2]
+    assert script.startswith(f"pip install --quiet '{INSTALL}' && ")
+    assert script.endswith("exec runspec run runspec-spec.yaml")
+    assert TORCH_VERSION in request["dockerImage"]
+    assert request["labels"] == {"runspec": "hf-run-1", "name": "hf-run-1"}
+    # It says the job and how to follow it; the job is there for the real client.
+    [job_id] = hub_server.jobs.jobs
+    assert f"job {job_id} submitted" in result.stdout
+    assert f"hf jobs logs -f 'my-org/{job_id}'" in result.stdout
+    assert hub_token not in result.stdout + result.stderr
+    api = HfApi(endpoint=hub_server.url, token=hub_token)
+    assert api.inspect_job(job_id=job_id, namespace="my-org").status.stage == "RUNNING"
+
+
+def test_the_stand_in_answers_the_real_client_as_hf_jobs_does(
+    hub_server: HubServer, hub_token: str
+) -> None:
+    api = HfApi(endpoint=hub_server.url, token=hub_token)
+    job = api.run_job(image="python:3.12", command=["true"], namespace="me", timeout="1h")
+    assert hub_server.jobs.requests[0]["timeoutSeconds"] == 3600
+    assert [j.id for j in api.list_jobs(namespace="me")] == [job.id]
+    hub_server.jobs.logs[job.id] = ["epoch 1", "epoch 2"]
+    hub_server.jobs.set_stage(job.id, "COMPLETED")
+    assert list(api.fetch_job_logs(job_id=job.id, namespace="me")) == ["epoch 1", "epoch 2"]
+    api.cancel_job(job_id=job.id, namespace="me")
+    assert api.inspect_job(job_id=job.id, namespace="me").status.stage == "CANCELED"
+    names = [hw.name for hw in api.list_jobs_hardware()]
+    assert names[:2] == ["cpu-basic", "a10g-small"]
+
+
+def test_without_namespace_it_bills_the_token_owner(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str]
+) -> None:
+    hub_server.whoami = {"name": "alice", "type": "user", "orgs": []}
+    result = _launch(tmp_path, hub_env, "--json")
+    assert result.returncode == 0, result.stderr
+    [job] = hub_server.jobs.jobs.values()
+    assert job["owner"]["name"] == "alice"
+    assert f'"job_id": "{job["id"]}"' in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ("--flavor", "a10g-small"),
+            "flavor a10g-small has 1 x A10G, not the resources.gpus H100:8",
+        ),
+        (
+            ("--flavor", "h900"),
+            "no flavor 'h900'; HF Jobs has: a10g-small, cpu-basic, h100, h100x8",
+        ),
+    ],
+)
+def test_a_flavor_the_listing_refutes_is_refused_before_anything_is_sent(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str], argv: tuple[str, ...], said: str
+) -> None:
+    result = _launch(tmp_path, hub_env, "--namespace", "my-org", *argv)
+    assert result.returncode == 2
+    assert said in result.stderr
+    assert hub_server.jobs.requests == []
+
+
+def test_an_unreadable_listing_takes_the_flavor_named_and_asks_for_one_otherwise(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str]
+) -> None:
+    hub_server.jobs.hardware_down = True
+    unnamed = _launch(tmp_path, hub_env, "--namespace", "my-org")
+    assert unnamed.returncode == 2
+    assert "name the flavor with --flavor" in unnamed.stderr
+    named = _launch(tmp_path, hub_env, "--namespace", "my-org", "--flavor", "h100x8")
+    assert named.returncode == 0, named.stderr
+    assert [r["flavor"] for r in hub_server.jobs.requests] == ["h100x8"]
+
+
+def test_what_hf_jobs_cannot_rent_is_refused(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str]
+) -> None:
+    text = SPEC.replace('  gpus: "H100:8"\n', '  gpus: "H100:8"\n  nodes: 2\n  spot: true\n')
+    result = _launch(tmp_path, hub_env, "--namespace", "my-org", "--flavor", "h100x8", text=text)
+    assert result.returncode == 2
+    assert "resources.nodes must be 1" in result.stderr
+    assert "HF Jobs rents no spot machines" in result.stderr
+    assert hub_server.jobs.requests == []
+
+
+def test_the_image_carries_the_torch_the_project_pins() -> None:
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    pinned = re.search(r"torch==(\S+)", makefile)
+    assert pinned is not None and pinned.group(1) == TORCH_VERSION
+
+
+def test_an_unreachable_hub_is_said_so_and_nothing_is_launched(
+    tmp_path: Path, hub_env: dict[str, str]
+) -> None:
+    closed = {**hub_env, "HF_ENDPOINT": "http://127.0.0.1:9"}
+    result = _launch(tmp_path, closed, "--namespace", "my-org", "--flavor", "h100x8")
+    assert result.returncode == 1
+    assert "HF Jobs did not take the job: cannot reach the Hub at http://127.0.0.1:9" in (
+        result.stderr
+    )
+
+
+@pytest.mark.parametrize("attempts", ["0", "-1", "x"])
+def test_attempts_are_a_small_positive_number(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str], attempts: str
+) -> None:
+    result = _launch(tmp_path, hub_env, "--namespace", "my-org", "--attempts", attempts)
+    assert result.returncode == 2
+    assert "is not a number of attempts" in result.stderr
+    assert hub_server.jobs.requests == []
+
+
+def test_a_disk_larger_than_the_flavor_holds_is_refused(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str]
+) -> None:
+    text = SPEC.replace('  gpus: "H100:8"\n', '  gpus: "H100:8"\n  disk: 2TB\n')
+    result = _launch(tmp_path, hub_env, "--namespace", "my-org", text=text)
+    assert result.returncode == 2
+    assert "flavor h100x8 has 1000 GB of disk; resources.disk asks for 2000 GB" in result.stderr
+    assert hub_server.jobs.requests == []
