@@ -165,8 +165,11 @@ def test_a_missing_dataset_is_permanent_and_a_bad_spec_too(
         dataset={"hub": {"repo": "tester/no-such-dataset", "file": "ds.tar"}, "data": "ds/d.yaml"},
     )
     state = tmp_path / "state"
-    code, out = finish_run(start_run(spec, state, {**hub_env, **DSTACK}), timeout=300)
+    # HF Jobs sets no variable runspec can rely on: it is named.
+    proc = start_run(spec, state, hub_env, "--engine", "hf-jobs")
+    code, out = finish_run(proc, timeout=300)
     assert code == 2, out
+    assert "under HF Jobs: the engine owns this machine" in out
     assert record_of(state, "nodata")["termination"] in ("failed-preflight", "failed-staging")
     bad = tmp_path / "bad.yaml"
     bad.write_text("runspec: 1\nname: bad\ntrain: {epochs: many}\n")
@@ -214,5 +217,33 @@ def test_sigterm_under_dstack_exits_within_its_grace_with_the_newest_checkpoint_
     )
     assert record_of(state, "stopped")["termination"] == "interrupted"
     # The trainer did not outlive the run.
+    pid = trainer["identity"]["pid"]
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+@pytest.mark.training
+def test_a_hung_hub_still_lets_the_run_exit_within_dstacks_grace(
+    tmp_path: Path, write_spec: SpecWriter, hub_server: HubServer, hub_env: dict[str, str]
+) -> None:
+    spec = write_spec(
+        "hung",
+        epochs=200,
+        preflight={"disk": "600MB"},
+        push={"hub": {"repo": "tester/hung"}, "every": "15m"},
+    )
+    state = tmp_path / "state"
+    proc = start_run(spec, state, {**hub_env, **DSTACK})
+    wait_record(state, "hung", lambda r: (r["last_push"] or {}).get("epoch", 0) >= 2, timeout=240)
+    trainer = json.loads((state / "jobs" / "hung" / "trainer.json").read_text())
+    hub_server.fail("commit", "hang", times=10_000)  # it takes each commit and never answers
+    proc.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    code, out = finish_run(proc, timeout=60)
+    took = time.monotonic() - signalled
+    assert took < 10.0, f"exited {took:.1f} s after SIGTERM, past dstack's 10 s grace:\n{out}"
+    # Ended by runspec itself before the engine's SIGKILL, saying the push is not verified.
+    assert code == 3, out
+    assert "dstack's grace is nearly over: exiting before its SIGKILL" in out
+    assert "exit 3 (unverified)" in out
     pid = trainer["identity"]["pid"]
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
