@@ -76,6 +76,8 @@ SAFE, UNSAFE = Safety(True, "verified"), Safety(False, "weights/last.pt was neve
          Outcome.INVALID),
         (Termination.FAILED_TRAINING, "DistBackendError: NCCL error in: ProcessGroupNCCL.cpp",
          UNSAFE, Outcome.RETRY),
+        (Termination.FAILED_TRAINING, "RuntimeError: [gloo/transport/tcp/pair.cc:545] Read error "
+         "[127.0.0.1]:1224: Connection reset by peer", SAFE, Outcome.RETRY),
         (Termination.FAILED_TRAINING, "KeyError: 'names'", SAFE, Outcome.FAILED),
         (Termination.LOST, "the trainer died 3 times", SAFE, Outcome.FAILED),
     ],

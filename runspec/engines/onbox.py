@@ -113,8 +113,17 @@ def engine_spec(spec: Spec) -> Spec:
 
 # The preflight checks whose failure says this machine is broken, not the spec wrong.
 MACHINE_CHECKS = ("gpu", "matmul", "collective")
-# A training failure whose words name the machine's GPUs or their links.
-MACHINE_FAULTS = ("NCCL", "CUDA error", "ECC", "cuda runtime error", "DistNetworkError")
+# A training failure whose words name the machine's GPUs or their links (gloo says a rank on
+# another node or process died with "Connection reset by peer").
+MACHINE_FAULTS = (
+    "NCCL",
+    "CUDA error",
+    "ECC",
+    "cuda runtime error",
+    "DistNetworkError",
+    "Connection reset by peer",
+    "Connection closed by peer",
+)
 
 
 def _machine_at_fault(record: RunRecord) -> bool:
