@@ -90,3 +90,19 @@ def test_a_run_given_two_nodes_is_refused_before_it_writes(
     assert "given 2 nodes (this is node 0); runspec trains on one node only so far" in out
     assert not (state / "jobs" / "twonodes").exists()
     assert ("model", "tester/twonodes") not in hub_server.repos
+
+
+def test_a_single_box_reads_no_node_variables(
+    tmp_path: Path, write_spec: SpecWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runspec.commands.run import one_node_only
+    from runspec.engines.onbox import detect
+    from runspec.spec.loader import load_spec
+
+    spec = load_spec(write_spec("single"), tmp_path / "state")
+    # Whatever a single box's environment holds for other tools, no engine: nothing is read.
+    monkeypatch.setenv("MASTER_PORT", "not-a-port")
+    monkeypatch.setenv("SKYPILOT_NUM_NODES", "4")
+    one_node_only(spec, None)
+    with pytest.raises(UsageError, match="MASTER_PORT='not-a-port' is not a whole number"):
+        one_node_only(spec, detect({"DSTACK_RUN_ID": "r"}))

@@ -158,11 +158,14 @@ def one_node_only(spec: Spec, engine: EngineContext | None) -> None:
 
     # `resources:` is the spec's own from issue 21's export half; until then, the engine's word.
     nodes = getattr(getattr(spec, "resources", None), "nodes", 1)
+    nodes = nodes if isinstance(nodes, int) else 1
+    if engine is None and nodes <= 1:
+        return  # a single box: no engine's variables, nor MASTER_PORT, are read
     layout = node_layout(
         os.environ,
         engine.engine if engine is not None else None,
         cpu=spec.train.device == "cpu",
-        spec_nodes=nodes if isinstance(nodes, int) else 1,
+        spec_nodes=nodes,
     )
     if layout.nnodes > 1:
         raise UsageError(
