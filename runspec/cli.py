@@ -11,6 +11,8 @@ One rule for every command (the README's table):
     1  it did it and the answer is a failure: the run failed, a preflight check failed
     2  the command was used wrongly, a file could not be read, or a spec is invalid
     3  the run ended but its final push could not be verified
+    75 (`run` under an engine only) give the run a fresh machine: a GPU that failed the
+       preflight, an NCCL failure, a stop signal after the newest checkpoint was pushed
 
 With `--json` (or `--format json`) standard output holds only JSON, errors included.
 """
@@ -28,7 +30,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from runspec import __version__
-from runspec.errors import Outcome, RunspecError, SpecInvalid
+from runspec.errors import EXIT_CODES, Outcome, RunspecError, SpecInvalid
 from runspec.printable import printable_lines
 from runspec.secrets import redact
 from runspec.voice import Stream, setup_logging
@@ -37,14 +39,6 @@ log = logging.getLogger("runspec")
 
 # The commands that write a run's files.
 OWNER_ONLY = frozenset({"run", "daemon", "preflight"})
-
-EXIT_CODES: dict[Outcome, int] = {
-    Outcome.OK: 0,
-    Outcome.FAILED: 1,
-    Outcome.INVALID: 2,
-    Outcome.USAGE: 2,
-    Outcome.UNVERIFIED: 3,
-}
 
 # (command, module, one-line help), in the order `runspec --help` lists them.
 COMMANDS: list[tuple[str, str, str]] = [
@@ -108,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="runspec",
         description="Declarative LibreYOLO training runs on rented GPU machines.",
         epilog="exit status: 0 done, 1 a run or a check failed, 2 a bad command line, file or "
-        "spec, 3 the run ended but its final push was not verified",
+        "spec, 3 the run ended but its final push was not verified, 75 (under an engine) give the "
+        "run a fresh machine",
     )
     parser.add_argument("--version", action="version", version=f"runspec {__version__}")
     parser.add_argument(

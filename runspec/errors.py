@@ -21,6 +21,18 @@ class Outcome(str, enum.Enum):
     INVALID = "invalid"  # a spec is invalid
     USAGE = "usage"  # the command was used wrongly, or a file could not be read
     UNVERIFIED = "unverified"  # the run ended but its final push could not be verified
+    RETRY = "retry"  # under an engine: this machine cannot train the run; give it a fresh one
+
+
+# Each outcome's exit status (the README's table; runspec.cli turns outcomes into them).
+EXIT_CODES: dict[Outcome, int] = {
+    Outcome.OK: 0,
+    Outcome.FAILED: 1,
+    Outcome.INVALID: 2,
+    Outcome.USAGE: 2,
+    Outcome.UNVERIFIED: 3,
+    Outcome.RETRY: 75,  # EX_TEMPFAIL, what SkyPilot's recover_on_exit_codes names
+}
 
 
 class RunspecError(Exception):

@@ -38,6 +38,9 @@ class RunRequests:
         self.interrupted = threading.Event()  # SIGINT/SIGTERM to `runspec run`: push, no finish
         self.aborted = threading.Event()  # a second signal: exit now
         self.detached = threading.Event()  # the daemon exits; the trainer keeps running
+        # Under an engine: after its stop signal, the trainer is ended this soon (seconds), its
+        # newest checkpoint pushed, instead of waiting for the epoch boundary.
+        self.interrupt_grace: float | None = None
         self._lock = threading.Lock()
         self._push_now: list[PushNow] = []
         self._serving = False  # the training phase answers push-now; others answer at once

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from runspec.commands import add_format, add_state, print_json, state_dir
 from runspec.errors import Outcome
+
+if TYPE_CHECKING:
+    from runspec.engines.onbox import EngineContext, GraceWatch
+    from runspec.run.lifecycle import Lifecycle
+    from runspec.spec.model import Spec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,10 +29,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print the finish action instead of doing it",
     )
+    parser.add_argument(
+        "--engine",
+        choices=("skypilot", "dstack", "hf-jobs"),
+        default=None,
+        help="run under this engine, which owns the machine: no provider call, no finish "
+        "action, exit 75 for a fresh machine (default: recognised from SKYPILOT_TASK_ID, "
+        "DSTACK_RUN_ID or RUNSPEC_ENGINE)",
+    )
 
 
 def run(args: argparse.Namespace) -> Outcome:
     from runspec.daemon import perms
+    from runspec.engines.onbox import detect, engine_outcome, engine_spec
     from runspec.machine.verdict import run_outcome, run_safety
     from runspec.run.accept import accept
     from runspec.run.beside import refuse_beside_daemon
@@ -39,7 +56,9 @@ def run(args: argparse.Namespace) -> Outcome:
 
     state = state_dir(args)
     perms.check([state])  # before a file is written through a link planted there
+    engine = detect(os.environ, args.engine)
     spec = load_spec(args.spec, state)
+    one_node_only(spec, engine)
     refuse_beside_daemon(spec, state, args.spec)
     paths = RunPaths.for_spec(spec, state)
     # One owner per run: refused at once, naming the other driver, before anything is written.
@@ -60,21 +79,36 @@ def run(args: argparse.Namespace) -> Outcome:
             for line in tagged(spec.name, text):
                 stream(line)
 
+        if engine is not None:
+            progress(engine.line(spec.finish))  # said once, before the spec's finish is dropped
+            spec = engine_spec(spec)
+        eager = engine is not None and engine.eager_push
         lifecycle = Lifecycle(
             spec,
             paths,
             RecordStore(state),
-            LifecycleOptions(finish_dry_run=args.finish_dry_run, progress=progress),
+            LifecycleOptions(
+                finish=engine is None,
+                finish_dry_run=args.finish_dry_run,
+                progress=progress,
+                eager_push=eager,
+                push_min_interval=0.0 if eager else 60.0,
+            ),
             lock=lock,
         )
+        watch = None if engine is None else engine_watch(engine, lifecycle, progress)
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
             lifecycle.requests.interrupt()  # sets a flag; a second signal sets the abort flag
+            if watch is not None:
+                watch.start()  # the engine's SIGKILL comes at the end of its grace
 
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             record = lifecycle.run()
         finally:
+            if watch is not None:
+                watch.cancel()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
     finally:
@@ -84,4 +118,57 @@ def run(args: argparse.Namespace) -> Outcome:
     else:
         for line in summary_lines(spec, paths, record):
             progress(line)
+    if engine is not None:
+        return engine_outcome(record, run_safety(paths, spec, record))
     return run_outcome(run_safety(paths, spec, record), record)
+
+
+def engine_watch(
+    engine: EngineContext, lifecycle: Lifecycle, say: Callable[[str], None]
+) -> GraceWatch:
+    """Under an engine, its stop signal ends the trainer at once (its newest checkpoint is
+    pushed first), and the process exits before the engine's grace is over, however far the
+    final push got: with 75 when every weight is verified at the target, else 3."""
+    from runspec.engines.onbox import GraceWatch, engine_outcome, hard_exit
+    from runspec.errors import EXIT_CODES
+    from runspec.machine.verdict import run_safety
+    from runspec.trainer.launcher import TrainerHandle
+    from runspec.voice import warning
+
+    lifecycle.requests.interrupt_grace = 0.0
+
+    def expire() -> None:
+        say(warning(f"{engine.title}'s grace is nearly over: exiting before its SIGKILL"))
+        handle = TrainerHandle.find(lifecycle.paths)
+        if handle is not None and handle.alive():
+            handle.kill_now()
+        record = lifecycle.record
+        outcome = engine_outcome(record, run_safety(lifecycle.paths, lifecycle.spec, record))
+        say(f"exit {EXIT_CODES[outcome]} ({outcome.value})")
+        hard_exit(EXIT_CODES[outcome])
+
+    return GraceWatch(engine.grace, expire)
+
+
+def one_node_only(spec: Spec, engine: EngineContext | None) -> None:
+    """Refused before anything is written: N nodes each training the whole run alone would
+    race each other's pushes to one repo. Training across nodes is not built yet."""
+    from runspec.engines.nodes import node_layout
+    from runspec.errors import UsageError
+
+    # `resources:` is the spec's own from issue 21's export half; until then, the engine's word.
+    nodes = getattr(getattr(spec, "resources", None), "nodes", 1)
+    nodes = nodes if isinstance(nodes, int) else 1
+    if engine is None and nodes <= 1:
+        return  # a single box: no engine's variables, nor MASTER_PORT, are read
+    layout = node_layout(
+        os.environ,
+        engine.engine if engine is not None else None,
+        cpu=spec.train.device == "cpu",
+        spec_nodes=nodes,
+    )
+    if layout.nnodes > 1:
+        raise UsageError(
+            f"this run is given {layout.nnodes} nodes (this is node {layout.node_rank}); "
+            "runspec trains on one node only so far: ask the engine for one node"
+        )

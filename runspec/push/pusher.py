@@ -65,6 +65,7 @@ class Pusher:
         retry_base: float = 30.0,
         retry_max: float = 900.0,
         target: PushTarget | None = None,
+        eager: bool = False,
     ) -> None:
         if spec.push is None:
             raise ValueError(f"run {spec.name} has no push section")
@@ -74,6 +75,7 @@ class Pusher:
         self.clock = clock
         self.progress = progress
         self.every = spec.push.every
+        self.eager = eager  # every new complete checkpoint warrants a push
         self.min_interval = min_interval
         self.retry_base = retry_base
         self.retry_max = retry_max
@@ -244,7 +246,7 @@ class Pusher:
             name = Path(item.relpath).name
             if name == "best.pt" or (is_immutable(item.relpath) and item.relpath not in verified):
                 return True
-            if due:
+            if due or self.eager:
                 return True
         return False
 

@@ -58,6 +58,7 @@ class LifecycleOptions:
     hang_floor: float = 600.0  # no new epoch for max(5 x longest epoch, this): hung
     first_epoch_hang: float = 3600.0
     push_min_interval: float = 60.0  # the Hub limits commit rates
+    eager_push: bool = False  # every new checkpoint pushed as soon as written (a short grace)
     skip_preflight: bool = False
     notify: tuple[str, ...] = ()  # the daemon config's URLs, for a spec without `notify:`
 
@@ -113,7 +114,7 @@ class Lifecycle:
     def run(self) -> RunRecord:
         """Drive the run until it is finished (or detached); raises OwnedElsewhere when
         another process drives it."""
-        took = not self.lock_held
+        took = not self.lock.held
         if took:
             self.lock.acquire()
         try:
@@ -122,10 +123,6 @@ class Lifecycle:
             self._stop_pusher()
             if took:
                 self.lock.release()
-
-    @property
-    def lock_held(self) -> bool:
-        return self.lock.held
 
     def _run(self) -> RunRecord:
         steps: dict[RunStatus, Callable[[], None]] = {
@@ -221,6 +218,8 @@ class Lifecycle:
             self._move(RunStatus.PUSHING, why, termination)
 
     def _rearm_failsafe(self) -> None:
+        if not self.options.finish:
+            return  # nothing here ends the machine (an engine owns it), so no timer may
         failsafe.arm(
             self.spec,
             self.paths,
@@ -315,6 +314,7 @@ class Lifecycle:
                 clock=self.clock,
                 progress=self.say,
                 min_interval=self.options.push_min_interval,
+                eager=self.options.eager_push,
             )
             pusher.start()
             self._pusher = pusher

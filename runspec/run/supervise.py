@@ -188,7 +188,7 @@ class Supervisor:
                 lc.say(
                     warning(
                         f"the trainer did not reach an epoch boundary within "
-                        f"{human_duration(lc.options.stop_grace)} of the stop request; ending it"
+                        f"{human_duration(self._stop_grace())} of the stop request; ending it"
                     )
                 )
                 handle.stop(grace_s=0)
@@ -276,7 +276,13 @@ class Supervisor:
     def _stop_overdue(self) -> bool:
         if self.stop_asked_at is None:
             return False
-        return self.clock.monotonic() - self.stop_asked_at > self.lc.options.stop_grace
+        return self.clock.monotonic() - self.stop_asked_at > self._stop_grace()
+
+    def _stop_grace(self) -> float:
+        """How long a stop waits for the epoch boundary: less after an engine's stop signal,
+        whose SIGKILL comes long before any boundary."""
+        grace, cut = self.lc.options.stop_grace, self.requests.interrupt_grace
+        return min(grace, cut) if cut is not None and self.requests.interrupted.is_set() else grace
 
     def _hung(self) -> bool:
         opts = self.lc.options

@@ -1,0 +1,108 @@
+"""The nodes an engine gives a run: its variables mapped to torchrun's options, and, until
+training across nodes is built, a run given more than one node refused before it writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runspec.engines.nodes import NodeLayout, node_layout
+from runspec.engines.onbox import Engine
+from runspec.errors import UsageError
+from tests.fixtures_run import SpecWriter, finish_run, start_run
+from tests.hubserver import HubServer
+
+
+def test_skypilot_variables_map_to_torchrun() -> None:
+    env = {
+        "SKYPILOT_NODE_RANK": "1",
+        "SKYPILOT_NODE_IPS": "10.0.0.4\n10.0.0.5\n",
+        "SKYPILOT_NUM_NODES": "2",
+        "SKYPILOT_NUM_GPUS_PER_NODE": "8",
+    }
+    layout = node_layout(env, Engine.SKYPILOT, cpu=False)
+    assert layout == NodeLayout(2, 1, "10.0.0.4", 29500, 8) and not layout.head
+    assert layout.torchrun_args() == [
+        "--nnodes=2",
+        "--node_rank=1",
+        "--master_addr=10.0.0.4",
+        "--master_port=29500",
+        "--nproc_per_node=8",
+    ]
+    # train.device: cpu is one process per node, whatever the GPUs; MASTER_PORT is honoured.
+    cpu = node_layout({**env, "MASTER_PORT": "31337"}, Engine.SKYPILOT, cpu=True)
+    assert (cpu.nproc_per_node, cpu.master_port) == (1, 31337)
+
+
+def test_dstack_variables_map_to_torchrun() -> None:
+    env = {
+        "DSTACK_NODE_RANK": "0",
+        "DSTACK_MASTER_NODE_IP": "192.168.7.2",
+        "DSTACK_NODES_NUM": "4",
+        "DSTACK_GPUS_PER_NODE": "2",
+    }
+    layout = node_layout(env, Engine.DSTACK, cpu=False, spec_nodes=4)
+    assert layout == NodeLayout(4, 0, "192.168.7.2", 29500, 2) and layout.head
+
+
+def test_one_node_without_an_engine_or_its_variables() -> None:
+    assert node_layout({}, None, cpu=True).nnodes == 1
+    assert node_layout({"DSTACK_RUN_ID": "x"}, Engine.DSTACK, cpu=True).nnodes == 1
+    assert node_layout({}, Engine.HF_JOBS, cpu=False).nnodes == 1
+
+
+@pytest.mark.parametrize(
+    ("env", "engine", "spec_nodes", "words"),
+    [
+        ({}, None, 2, "no engine says which node this is"),
+        ({"DSTACK_NODES_NUM": "2", "DSTACK_NODE_RANK": "0"}, Engine.DSTACK, 1,
+         "DSTACK_MASTER_NODE_IP is not set"),
+        ({"DSTACK_NODES_NUM": "2", "DSTACK_NODE_RANK": "2", "DSTACK_MASTER_NODE_IP": "h"},
+         Engine.DSTACK, 1, "DSTACK_NODE_RANK=2, but DSTACK_NODES_NUM says 2"),
+        ({"SKYPILOT_NUM_NODES": "3", "SKYPILOT_NODE_IPS": "h"}, Engine.SKYPILOT, 2,
+         "resources.nodes is 2, but SKYPILOT_NUM_NODES says 3"),
+        ({"SKYPILOT_NUM_NODES": "two"}, Engine.SKYPILOT, 1, "is not a whole number"),
+        ({"MASTER_PORT": "0"}, None, 1, "MASTER_PORT=0 is below 1"),
+    ],
+)  # fmt: skip
+def test_variables_that_contradict_each_other_are_refused(
+    env: dict[str, str], engine: Engine | None, spec_nodes: int, words: str
+) -> None:
+    with pytest.raises(UsageError, match=words):
+        node_layout(env, engine, cpu=True, spec_nodes=spec_nodes)
+
+
+def test_a_run_given_two_nodes_is_refused_before_it_writes(
+    tmp_path: Path, write_spec: SpecWriter, hub_server: HubServer, hub_env: dict[str, str]
+) -> None:
+    spec = write_spec("twonodes", push={"hub": {"repo": "tester/twonodes"}})
+    env = {
+        **hub_env,
+        "SKYPILOT_TASK_ID": "sky-2",
+        "SKYPILOT_NUM_NODES": "2",
+        "SKYPILOT_NODE_RANK": "0",
+        "SKYPILOT_NODE_IPS": "127.0.0.1\n127.0.0.2",
+    }
+    state = tmp_path / "state"
+    code, out = finish_run(start_run(spec, state, env), timeout=120)
+    assert code == 2, out
+    assert "given 2 nodes (this is node 0); runspec trains on one node only so far" in out
+    assert not (state / "jobs" / "twonodes").exists()
+    assert ("model", "tester/twonodes") not in hub_server.repos
+
+
+def test_a_single_box_reads_no_node_variables(
+    tmp_path: Path, write_spec: SpecWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runspec.commands.run import one_node_only
+    from runspec.engines.onbox import detect
+    from runspec.spec.loader import load_spec
+
+    spec = load_spec(write_spec("single"), tmp_path / "state")
+    # Whatever a single box's environment holds for other tools, no engine: nothing is read.
+    monkeypatch.setenv("MASTER_PORT", "not-a-port")
+    monkeypatch.setenv("SKYPILOT_NUM_NODES", "4")
+    one_node_only(spec, None)
+    with pytest.raises(UsageError, match="MASTER_PORT='not-a-port' is not a whole number"):
+        one_node_only(spec, detect({"DSTACK_RUN_ID": "r"}))
