@@ -40,6 +40,8 @@ from runspec.views import messages
 from runspec.voice import Transient, error, warning
 
 if TYPE_CHECKING:
+    from runspec.preflight import Phase
+    from runspec.preflight.report import PreflightReport
     from runspec.push import Pusher
 
 log = logging.getLogger("runspec.run.lifecycle")
@@ -249,22 +251,22 @@ class Lifecycle:
         if self.options.skip_preflight:
             self._move(RunStatus.STAGING, "preflight skipped")
             return
+        self.say("preflight: checking this machine")
+        if self._preflight_phase("machine") is not None:
+            self._move(RunStatus.STAGING, "preflight passed")
+
+    def _preflight_phase(self, phase: Phase) -> PreflightReport | None:
+        """One phase's checks in their child, said; None when one failed (the run failed)."""
         from runspec.preflight import run_preflight
 
-        self.say("preflight: checking this machine")
-        report = run_preflight(
-            self.spec,
-            self.paths,
-            "machine",
-            timeout=self.options.preflight_timeout,
-            accepted=True,
-        )
+        timeout = self.options.preflight_timeout
+        report = run_preflight(self.spec, self.paths, phase, timeout=timeout, accepted=True)
         for line in report.said():
             self.say(line)
         if report.failed:
             self._fail(Termination.FAILED_PREFLIGHT, report.first_failure())
-            return
-        self._move(RunStatus.STAGING, "preflight passed")
+            return None
+        return report
 
     def _stage(self) -> None:
         from runspec.dataset.staging import stage_dataset
@@ -277,19 +279,8 @@ class Lifecycle:
         self.owner.staged(data_yaml)
         checks_data = self.spec.preflight.doctor or self.spec.preflight.profile
         if checks_data and not self.options.skip_preflight:
-            from runspec.preflight import run_preflight
-
-            report = run_preflight(
-                self.spec,
-                self.paths,
-                "dataset",
-                timeout=self.options.preflight_timeout,
-                accepted=True,
-            )
-            for line in report.said():
-                self.say(line)
-            if report.failed:
-                self._fail(Termination.FAILED_PREFLIGHT, report.first_failure())
+            report = self._preflight_phase("dataset")
+            if report is None:
                 return
             self._fit_schedule(report.figure(PROFILE_FIGURE))
         self._move(RunStatus.TRAINING, f"dataset staged at {data_yaml}")
