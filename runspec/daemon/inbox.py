@@ -37,7 +37,7 @@ from runspec.daemon.intake import AcceptFn, Intake, Outcome, line
 from runspec.printable import printable
 from runspec.spec.specread import not_regular
 from runspec.spec.yamlload import MAX_BYTES, too_big
-from runspec.store.paths import provenance_sidecar
+from runspec.store.paths import StateLayout, provenance_sidecar, rejected_dir
 
 log = logging.getLogger("runspec.daemon.inbox")
 
@@ -98,8 +98,8 @@ class Inbox:
     ) -> None:
         self.inbox = inbox
         self.state = state
-        self.claimed_dir = state / "claimed"
-        self.rejected_dir = inbox / "rejected"
+        self.claimed_dir = StateLayout(state).claimed
+        self.rejected_dir = rejected_dir(inbox)
         self.accept = accept
         self.clock = clock
         self.incomplete_wait = incomplete_wait

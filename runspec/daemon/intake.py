@@ -27,6 +27,7 @@ from runspec.printable import printable
 from runspec.spec.model import Spec
 from runspec.spec.specread import NotRegularFile, SpecTooBig, not_regular, read_spec
 from runspec.spec.yamlload import too_big
+from runspec.store.paths import rejected_dir
 from runspec.store.state import RunRecord
 
 log = logging.getLogger("runspec.daemon.inbox")
@@ -78,7 +79,7 @@ class Intake:
         return [self._rejected(name, dest, lines)]
 
     def _rejected(self, name: str, dest: str, lines: list[str]) -> Outcome:
-        where = self.inbox / "rejected" / dest
+        where = rejected_dir(self.inbox) / dest
         # The daemon says it to people, as a warning (runspec.daemon.loop).
         log.debug("inbox: rejected %s -> %s: %s", name, where, lines[0])
         return Outcome(file=printable(name), rejected=where, reason="\n".join(lines))

@@ -28,7 +28,8 @@ from runspec.clock import SYSTEM, Clock, human_duration, utc_iso
 from runspec.meter import Meter
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line, scrub
 from runspec.push.collect import Stager, is_immutable
-from runspec.push.manifest import MANIFEST, Manifest, ManifestEntry
+from runspec.push.manifest import Manifest, ManifestEntry
+from runspec.push.remote import MANIFEST
 from runspec.push.sending import send
 from runspec.push.targets import kind_of
 from runspec.requests import PushNow
