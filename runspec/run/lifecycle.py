@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from runspec.preflight import Phase
     from runspec.preflight.report import PreflightReport
     from runspec.push import Pusher
+    from runspec.timers import Timers
 
 log = logging.getLogger("runspec.run.lifecycle")
 
@@ -62,6 +63,7 @@ class LifecycleOptions:
     push_min_interval: float = 60.0  # the Hub limits commit rates
     skip_preflight: bool = False
     notify: tuple[str, ...] = ()  # the daemon config's URLs, for a spec without `notify:`
+    timers: Timers | None = None  # the daemon's, for push.every; None: the pusher's own
 
 
 class Lifecycle:
@@ -306,6 +308,7 @@ class Lifecycle:
                 clock=self.clock,
                 progress=self.say,
                 min_interval=self.options.push_min_interval,
+                timers=self.options.timers,
             )
             pusher.start()
             self._pusher = pusher
