@@ -24,6 +24,7 @@ from runspec.daemon import inboxfs
 from runspec.daemon.inboxfs import DIR_FLAGS, FolderProblem, Folders
 from runspec.errors import Problem, RunspecError
 from runspec.printable import printable
+from runspec.spec.loader import check_spec_text
 from runspec.spec.model import Spec
 from runspec.spec.specread import NotRegularFile, SpecTooBig, not_regular, read_spec
 from runspec.spec.yamlload import too_big
@@ -167,8 +168,6 @@ class Intake:
         data, lines = self._read(sub, name, shown)
         spec = None
         if data is not None:
-            from runspec.spec.loader import check_spec_text
-
             spec, problems = check_spec_text(data, shown, self.state)
             lines = [str(p) for p in problems]
         if incomplete is not None:

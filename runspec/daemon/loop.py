@@ -25,6 +25,7 @@ from runspec.daemon.inbox import Inbox, Outcome
 from runspec.daemon.notify import Notifier
 from runspec.daemon.runs import RunKeeper
 from runspec.daemon.worker import system_stopping
+from runspec.run.accept import accept
 from runspec.spec.model import Spec
 from runspec.store.locks import FileLock
 from runspec.store.owner import drop_daemon_pid, take_daemon_lock
@@ -216,8 +217,6 @@ class Daemon:
     def _accept(
         self, spec: Spec, state: Path, provenance: dict[str, Any] | None, clock: Clock
     ) -> RunRecord:
-        from runspec.run.accept import accept
-
         return accept(spec, state, provenance, clock, runs=self.cfg.runs, data=self.cfg.data)
 
     def _nothing_left(self) -> bool:

@@ -24,9 +24,15 @@ from runspec.budget import deadline_of
 from runspec.budgetfit import PROFILE_FIGURE
 from runspec.clock import SYSTEM, Clock, human_duration, utc_iso
 from runspec.cost import run_cost
+from runspec.dataset.staging import stage_dataset
 from runspec.errors import RunspecError
 from runspec.machine import failsafe
 from runspec.machine.endgame import Endgame
+from runspec.preflight import run_preflight
+from runspec.push import Pusher
+from runspec.push.cardpush import made_weights, push_card
+from runspec.push.report import prepare
+from runspec.push.until import push_until_verified
 from runspec.requests import RunRequests
 from runspec.run.supervise import RunParts, Supervisor, SupervisorOptions
 from runspec.spec.model import Spec
@@ -42,7 +48,6 @@ from runspec.voice import Transient, error, warning
 if TYPE_CHECKING:
     from runspec.preflight import Phase
     from runspec.preflight.report import PreflightReport
-    from runspec.push import Pusher
     from runspec.timers import Timers
 
 log = logging.getLogger("runspec.run.lifecycle")
@@ -259,8 +264,6 @@ class Lifecycle:
 
     def _preflight_phase(self, phase: Phase) -> PreflightReport | None:
         """One phase's checks in their child, said; None when one failed (the run failed)."""
-        from runspec.preflight import run_preflight
-
         timeout = self.options.preflight_timeout
         report = run_preflight(self.spec, self.paths, phase, timeout=timeout, accepted=True)
         for line in report.said():
@@ -271,8 +274,6 @@ class Lifecycle:
         return report
 
     def _stage(self) -> None:
-        from runspec.dataset.staging import stage_dataset
-
         try:
             data_yaml = stage_dataset(self.spec, self.paths, progress=self.say)
         except RunspecError as exc:
@@ -299,8 +300,6 @@ class Lifecycle:
         if self.spec.push is None:
             return None
         if self._pusher is None:
-            from runspec.push import Pusher
-
             pusher = Pusher(
                 self.spec,
                 self.paths,
@@ -337,9 +336,6 @@ class Lifecycle:
         Supervisor(parts).run()
 
     def _final_push(self) -> None:
-        from runspec.push.cardpush import made_weights, push_card
-        from runspec.push.until import push_until_verified
-
         self._note_cost()  # so the pushed record carries what the run cost so far
         handle = TrainerHandle.find(self.paths)
         if handle is None or not handle.alive():
@@ -351,8 +347,6 @@ class Lifecycle:
             self.say(warning("no weights were made: nothing pushed, no repo or folder made"))
         pushed = None
         if pusher is not None:
-            from runspec.push.report import prepare
-
             prepare(self.spec, self.paths, self.record, self.say)  # the curves and the card
             # Past deadline + overrun already: one short, bounded try.
             remaining = deadline_of(self.record) + self.spec.budget.overrun - self.clock.time()
