@@ -22,10 +22,10 @@ sys.path.insert(0, str(REPO))
 
 from runspec.clock import SYSTEM, utc_iso  # noqa: E402
 from runspec.daemon.config import DaemonConfig  # noqa: E402
-from runspec.daemon.jobs import Timers  # noqa: E402
 from runspec.daemon.runs import RunKeeper  # noqa: E402
 from runspec.store.paths import RunPaths  # noqa: E402
 from runspec.store.state import RecordStore, RunRecord, RunStatus, Termination  # noqa: E402
+from runspec.timers import Timers  # noqa: E402
 
 
 def keeper(state: Path, runs: int) -> RunKeeper:

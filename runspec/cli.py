@@ -33,6 +33,7 @@ from runspec import __version__
 from runspec.errors import EXIT_CODES, Outcome, RunspecError, SpecInvalid
 from runspec.printable import printable_lines
 from runspec.secrets import redact
+from runspec.secrets.undumpable import make_undumpable
 from runspec.voice import Stream, setup_logging
 
 log = logging.getLogger("runspec")
@@ -139,7 +140,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         # systemd): run folders, weights, pushed copies and records are their owner's alone.
         os.umask(0o077)
         # They hold the keys: no child of theirs may read their environment (secrets.undumpable).
-        from runspec.secrets.undumpable import make_undumpable
 
         make_undumpable()
     try:

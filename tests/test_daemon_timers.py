@@ -7,12 +7,12 @@ from pathlib import Path
 
 from runspec.clock import ManualClock, utc_iso
 from runspec.daemon.config import DaemonConfig
-from runspec.daemon.jobs import IDLE_FINISH_ID, Timers
 from runspec.daemon.runs import RunKeeper
 from runspec.run.accept import accept
 from runspec.spec.loader import load_spec_text
 from runspec.spec.model import FinishAction, FinishSpec
 from runspec.store.state import RecordStore, RunStatus, Termination
+from runspec.timers import IDLE_FINISH_ID, Timers
 from tests.fixtures_daemon import spec_text
 
 IDLE = 600.0

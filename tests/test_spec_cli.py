@@ -161,6 +161,21 @@ def test_validate_imports_nothing_heavy(tmp_path: Path) -> None:
     assert result.stdout.strip() == "0 []", result.stderr
 
 
+def test_help_imports_nothing_heavy() -> None:
+    probe = (
+        "import contextlib, io, sys\n"
+        "from runspec.cli import main\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    main(['--help'])\n"
+        f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\n"
+        "print('usage:' in out.getvalue(), heavy)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.stdout.strip() == "True []", result.stderr
+
+
 def test_schema_command_prints_json_an_editor_can_use() -> None:
     result = _run("schema")
     assert result.returncode == 0

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from runspec.commands import add_format, add_state, print_json
 from runspec.errors import Outcome
+from runspec.store.paths import CONFIG_FILE
 
 READY_WAIT_S = 60.0
 
@@ -23,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--config",
         type=Path,
         default=None,
-        help="config file (default /etc/runspec/runspecd.yaml; missing means defaults)",
+        help=f"config file (default {CONFIG_FILE}; missing means defaults)",
     )
     parser.add_argument("--once", action="store_true", help="exit when the queue is empty")
     parser.add_argument(

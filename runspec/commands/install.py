@@ -16,11 +16,12 @@ from pathlib import Path
 
 from runspec.commands import add_format, print_json
 from runspec.errors import Outcome
+from runspec.store.paths import CONFIG_FILE
 
 UNIT_NAME = "runspecd.service"
 DROPIN_DIR = UNIT_NAME + ".d"
 SHIPPED_EXEC = Path("/usr/local/bin/runspec")
-CONFIG = Path("/etc/runspec/runspecd.yaml")
+CONFIG = CONFIG_FILE
 # The unit's StateDirectory=runspec: systemd makes it and lets the daemon write it.
 STATE_DIRECTORY = Path("/var/lib/runspec")
 
@@ -127,7 +128,7 @@ def run(args: argparse.Namespace) -> Outcome:
         folder.mkdir(parents=True, exist_ok=True)
         os.chmod(folder, 0o700)  # the inbox can end the machine; the state holds run records
         done.append(f"folder {folder} (0700)")
-    config = etc / "runspecd.yaml"
+    config = etc / CONFIG_FILE.name
     if args.force or not config.exists():
         config.write_text(DEFAULT_CONFIG_TEXT)
         os.chmod(config, 0o644)

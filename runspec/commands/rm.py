@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from runspec.commands import add_format, add_name, add_state, print_json, state_dir
 from runspec.errors import Outcome
+from runspec.store.paths import RECORD
 from runspec.store.retire import aside_name, clear, rejected_entry
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> Outcome:
     job_dir = own_job_folder(layout, args.name)
     # Only a folder that holds a record (readable or damaged) is a run: anything else in
     # jobs/ is not rm's to delete. Not a run: maybe a rejected inbox entry's file name.
-    if job_dir is None or not (job_dir / "record.json").is_file():
+    if job_dir is None or not (job_dir / RECORD).is_file():
         return _rm_rejected(args, state)
     paths = layout.run_paths(args.name)
     try:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from runspec.commands import add_format, add_state, print_json, state_dir
 from runspec.errors import Outcome, Problem
+from runspec.store.paths import CONFIG_FILE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--config",
         type=Path,
         default=None,
-        help="the daemon's config, for where its runs go (default /etc/runspec/runspecd.yaml)",
+        help=f"the daemon's config, for where its runs go (default {CONFIG_FILE})",
     )
     add_state(parser)
     add_format(parser)

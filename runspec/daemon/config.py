@@ -13,10 +13,11 @@ import yaml
 from runspec.alerts import URL_FORM, URL_HINT
 from runspec.errors import UsageError
 from runspec.spec.model import FinishAction, FinishSpec
-from runspec.store.paths import default_state_dir
+from runspec.spec.rules import check_rules
+from runspec.store.paths import CONFIG_FILE, StateLayout, default_state_dir
 from runspec.units import parse_duration
 
-DEFAULT_CONFIG = Path("/etc/runspec/runspecd.yaml")
+DEFAULT_CONFIG = CONFIG_FILE
 
 KNOWN_KEYS = (
     "inbox",
@@ -67,7 +68,7 @@ class DaemonConfig:
 
     @property
     def claimed(self) -> Path:
-        return self.state / "claimed"
+        return StateLayout(self.state).claimed
 
     def with_overrides(self, **values: Any) -> DaemonConfig:
         return dataclasses.replace(self, **{k: v for k, v in values.items() if v is not None})
@@ -105,8 +106,6 @@ def _finish(raw: Any, where: str) -> FinishSpec:
 
 def _notify(raw: Any, where: str) -> tuple[str, ...]:
     """The same URLs a spec's `notify:` takes, checked by the same rules."""
-    from runspec.spec.rules import check_rules
-
     if raw is None:
         return ()
     if not isinstance(raw, list) or not all(isinstance(u, str) and u for u in raw):

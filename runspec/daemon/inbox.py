@@ -35,9 +35,10 @@ from runspec.clock import SYSTEM, Clock
 from runspec.daemon.inboxfs import FolderProblem, Folders
 from runspec.daemon.intake import AcceptFn, Intake, Outcome, line
 from runspec.printable import printable
+from runspec.spec.loader import check_spec_text
 from runspec.spec.specread import not_regular
 from runspec.spec.yamlload import MAX_BYTES, too_big
-from runspec.store.paths import provenance_sidecar
+from runspec.store.paths import StateLayout, provenance_sidecar, rejected_dir
 
 log = logging.getLogger("runspec.daemon.inbox")
 
@@ -98,8 +99,8 @@ class Inbox:
     ) -> None:
         self.inbox = inbox
         self.state = state
-        self.claimed_dir = state / "claimed"
-        self.rejected_dir = inbox / "rejected"
+        self.claimed_dir = StateLayout(state).claimed
+        self.rejected_dir = rejected_dir(inbox)
         self.accept = accept
         self.clock = clock
         self.incomplete_wait = incomplete_wait
@@ -133,7 +134,6 @@ class Inbox:
         observer.start()
         self._observer = observer
         # The validator compiles its schema on first use; do it now, not on the first spec.
-        from runspec.spec.loader import check_spec_text
 
         check_spec_text(b"runspec: 1\n", "warm-up.yaml")
         # Scan after the observer started, so a file arriving in between is not missed.

@@ -21,8 +21,10 @@ import stat
 import time
 
 from runspec.printable import printable
+from runspec.spec.safepaths import CLAIMED
 from runspec.spec.specread import SpecTooBig, kind, read_spec
 from runspec.spec.yamlload import MAX_BYTES
+from runspec.store.paths import REJECTED
 
 log = logging.getLogger("runspec.daemon.inbox")
 
@@ -243,11 +245,11 @@ class Folders:
 
     def claimed(self) -> int:
         """A new descriptor for claimed/ (the caller closes it); raises FolderProblem."""
-        return self._own(self.state, "claimed", os.path.join(self.state_path, "claimed"))
+        return self._own(self.state, CLAIMED, os.path.join(self.state_path, CLAIMED))
 
     def rejected(self) -> int:
         """A new descriptor for rejected/ (the caller closes it); raises FolderProblem."""
-        return self._own(self.inbox, "rejected", os.path.join(self.inbox_path, "rejected"))
+        return self._own(self.inbox, REJECTED, os.path.join(self.inbox_path, REJECTED))
 
     def close(self) -> None:
         for fd in self._fds.values():

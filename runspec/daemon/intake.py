@@ -24,9 +24,11 @@ from runspec.daemon import inboxfs
 from runspec.daemon.inboxfs import DIR_FLAGS, FolderProblem, Folders
 from runspec.errors import Problem, RunspecError
 from runspec.printable import printable
+from runspec.spec.loader import check_spec_text
 from runspec.spec.model import Spec
 from runspec.spec.specread import NotRegularFile, SpecTooBig, not_regular, read_spec
 from runspec.spec.yamlload import too_big
+from runspec.store.paths import rejected_dir
 from runspec.store.state import RunRecord
 
 log = logging.getLogger("runspec.daemon.inbox")
@@ -78,7 +80,7 @@ class Intake:
         return [self._rejected(name, dest, lines)]
 
     def _rejected(self, name: str, dest: str, lines: list[str]) -> Outcome:
-        where = self.inbox / "rejected" / dest
+        where = rejected_dir(self.inbox) / dest
         # The daemon says it to people, as a warning (runspec.daemon.loop).
         log.debug("inbox: rejected %s -> %s: %s", name, where, lines[0])
         return Outcome(file=printable(name), rejected=where, reason="\n".join(lines))
@@ -166,8 +168,6 @@ class Intake:
         data, lines = self._read(sub, name, shown)
         spec = None
         if data is not None:
-            from runspec.spec.loader import check_spec_text
-
             spec, problems = check_spec_text(data, shown, self.state)
             lines = [str(p) for p in problems]
         if incomplete is not None:

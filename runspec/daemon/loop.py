@@ -22,15 +22,16 @@ from runspec.clock import SYSTEM, Clock
 from runspec.daemon import perms
 from runspec.daemon.config import DaemonConfig, load_config
 from runspec.daemon.inbox import Inbox, Outcome
-from runspec.daemon.jobs import RESCAN_ID, Timers
 from runspec.daemon.notify import Notifier
 from runspec.daemon.runs import RunKeeper
 from runspec.daemon.worker import system_stopping
+from runspec.run.accept import accept
 from runspec.spec.model import Spec
 from runspec.store.locks import FileLock
 from runspec.store.owner import drop_daemon_pid, take_daemon_lock
 from runspec.store.paths import StateLayout
 from runspec.store.state import RecordStore, RunRecord
+from runspec.timers import RESCAN_ID, Timers
 from runspec.views.statusline import describe
 from runspec.voice import error, warning
 
@@ -216,8 +217,6 @@ class Daemon:
     def _accept(
         self, spec: Spec, state: Path, provenance: dict[str, Any] | None, clock: Clock
     ) -> RunRecord:
-        from runspec.run.accept import accept
-
         return accept(spec, state, provenance, clock, runs=self.cfg.runs, data=self.cfg.data)
 
     def _nothing_left(self) -> bool:

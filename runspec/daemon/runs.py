@@ -18,7 +18,6 @@ from runspec.backoff import pause_after
 from runspec.clock import Clock, human_duration, parse_utc_iso
 from runspec.daemon import queue as runqueue
 from runspec.daemon.config import DaemonConfig
-from runspec.daemon.jobs import IDLE_FINISH_ID, Timers
 from runspec.daemon.worker import Worker
 from runspec.errors import RunspecError
 from runspec.machine.endgame import MACHINE, Endgame
@@ -28,6 +27,7 @@ from runspec.spec.model import FinishAction
 from runspec.store.owner import RunLock
 from runspec.store.paths import StateLayout
 from runspec.store.state import RecordStore, RunRecord, RunStatus, Termination
+from runspec.timers import IDLE_FINISH_ID, Timers
 from runspec.views.report import summary_lines
 from runspec.voice import error, like, tagged
 
@@ -140,6 +140,7 @@ class RunKeeper:
             finish_dry_run=self.cfg.finish_dry_run,
             progress=self._run_progress(record.name),
             notify=self.cfg.notify,
+            timers=self.timers,
         )
         return Lifecycle(spec, paths, self.store, options, clock=self.clock, lock=lock)
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from runspec.checkresult import failed, passed
 from runspec.errors import RunspecError
 from runspec.spec.yamlload import MAX_BYTES
 
@@ -95,8 +96,6 @@ def allows_download(args: Any) -> bool:
 
 def data_yaml_check(data_yaml: Path, args: Any) -> CheckResult:
     """The preflight's check of the same rule, before the doctor or the profiler read it."""
-    from runspec.checkresult import failed, passed
-
     try:
         check_data_yaml(data_yaml, allow_download=allows_download(args))
     except DatasetEscape as exc:

@@ -13,6 +13,8 @@ import math
 import re
 from dataclasses import dataclass
 
+import yaml
+
 from runspec import __version__
 from runspec.errors import Outcome, RunspecError
 from runspec.spec.model import Spec
@@ -134,7 +136,6 @@ def misfits(spec: Spec) -> list[str]:
 def task_yaml(task: dict[str, object], header: str) -> str:
     """The task as YAML a person can read: multi-line strings (the carried spec, the
     scripts) as literal blocks, keys in the order written."""
-    import yaml
 
     class _Dumper(yaml.SafeDumper):
         pass

@@ -32,8 +32,10 @@ from typing import Any
 from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
 from runspec.errors import RunspecError
 from runspec.machine import watcher
+from runspec.machine.endgame import Endgame
 from runspec.machine.host import FinishHost
 from runspec.machine.watcher import end_unconfirmed
+from runspec.spec.loader import load_accepted
 from runspec.spec.model import FinishAction, Spec
 from runspec.store.atomic import write_json_atomic
 from runspec.store.paths import ENV_FILE, RunPaths, StateLayout
@@ -261,8 +263,6 @@ def fire(
 ) -> int:
     """What the timer runs. 0 when nothing was needed or the finish did its part."""
     # Only firing reads a spec: arming stays importable with the lightest dependencies.
-    from runspec.machine.endgame import Endgame
-    from runspec.spec.loader import load_accepted
 
     layout = StateLayout(state_dir)
     paths = layout.run_paths(name)

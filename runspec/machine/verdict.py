@@ -20,6 +20,7 @@ from typing import Literal
 
 from runspec.errors import Outcome, RunspecError
 from runspec.push.manifest import Manifest, digest_file
+from runspec.spec.loader import load_accepted
 from runspec.spec.model import DEFAULT_PUSH_FILES, Spec
 from runspec.store.owner import run_holder
 from runspec.store.paths import RunPaths, StateLayout
@@ -152,8 +153,6 @@ class MachineVerdict:
 
 
 def _load_spec(paths: RunPaths) -> Spec:
-    from runspec.spec.loader import load_accepted
-
     return load_accepted(paths.spec_file)
 
 

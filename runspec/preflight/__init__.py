@@ -24,6 +24,8 @@ from typing import Literal
 
 from runspec.checkresult import failed
 from runspec.errors import RunspecError
+from runspec.preflight.ending import finish_checks
+from runspec.preflight.notifycheck import notify_checks
 from runspec.preflight.report import PreflightReport
 from runspec.secrets.redact import scrub
 from runspec.secrets.secretenv import child_environ, preflight_needs_hub_token
@@ -134,9 +136,6 @@ def run_preflight(
         )
     checks = report.checks
     if phase in ("machine", "all"):
-        from runspec.preflight.ending import finish_checks
-        from runspec.preflight.notifycheck import notify_checks
-
         # Here, not in the child: provider keys and notify URLs' ${NAME}s are the parent's.
         checks = [*checks, *finish_checks(spec.finish), *notify_checks(spec.notify, os.environ)]
     return PreflightReport(phase=report.phase, checks=checks, seconds=time.monotonic() - started)

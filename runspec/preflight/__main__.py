@@ -15,9 +15,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from runspec.checkresult import CheckResult, failed
+from runspec.checkresult import CheckResult, CheckStatus, failed
+from runspec.dataset.datayaml import data_yaml_check
+from runspec.dataset.staging import expected_data_yaml, hf_home_for
 from runspec.errors import RunspecError
+from runspec.preflight import checks, datafound, disk, sandbox
+from runspec.preflight.collective import collective_check, collective_wanted
+from runspec.preflight.datafound import data_yaml_root_check
+from runspec.preflight.profile import profile_check
 from runspec.preflight.report import PreflightReport
+from runspec.spec.loader import load_accepted, load_spec
 from runspec.spec.model import Spec
 from runspec.store.paths import RunPaths, StateLayout
 
@@ -44,9 +51,6 @@ def _guarded(name: str, check: Callable[[], list[CheckResult]]) -> list[CheckRes
 def machine_checks(
     spec: Spec, paths: RunPaths, timeout: float, collective_one_gpu: bool = False
 ) -> list[CheckResult]:
-    from runspec.dataset.staging import hf_home_for
-    from runspec.preflight import checks, datafound, disk, sandbox
-
     results = _guarded("versions", checks.version_checks)
     if not any(r.name == "torch" and r.status.value == "pass" for r in results):
         return results
@@ -73,7 +77,7 @@ def machine_checks(
 
 
 def _gpu_checks(spec: Spec, timeout: float, collective_one_gpu: bool) -> list[CheckResult]:
-    from runspec.preflight import gpu
+    from runspec.preflight import gpu  # noqa: PLC0415 (torch: the dataset phase needs none)
 
     selection = gpu.select_gpus(spec.train)
     results = [selection.check]
@@ -85,7 +89,6 @@ def _gpu_checks(spec: Spec, timeout: float, collective_one_gpu: bool) -> list[Ch
             results.append(arch)
         if spec.preflight.matmul:
             results.append(gpu.matmul_check(f"cuda:{index}"))
-    from runspec.preflight.collective import collective_check, collective_wanted
 
     if collective_wanted(spec.preflight.collective, len(selection.gpus), collective_one_gpu):
         results.append(collective_check(selection.gpus, min(timeout, COLLECTIVE_MAX_S)))
@@ -93,15 +96,9 @@ def _gpu_checks(spec: Spec, timeout: float, collective_one_gpu: bool) -> list[Ch
 
 
 def dataset_checks(spec: Spec, paths: RunPaths) -> list[CheckResult]:
-    from runspec.checkresult import CheckStatus
-    from runspec.dataset.datayaml import data_yaml_check
-    from runspec.dataset.staging import expected_data_yaml
-    from runspec.preflight import checks
-
     data_yaml = expected_data_yaml(spec, paths)
     imgsz = spec.train.imgsz if isinstance(spec.train.imgsz, int) else max(spec.train.imgsz)
     results: list[CheckResult] = []
-    from runspec.preflight.datafound import data_yaml_root_check
 
     root = data_yaml_root_check(data_yaml)
     if root is not None:
@@ -114,8 +111,6 @@ def dataset_checks(spec: Spec, paths: RunPaths) -> list[CheckResult]:
     if spec.preflight.doctor:
         results += _guarded("doctor", lambda: [checks.doctor_check(data_yaml, imgsz)])
     if spec.preflight.profile:
-        from runspec.preflight.profile import profile_check
-
         results += _guarded("profile", lambda: [profile_check(spec, paths, data_yaml)])
     return results
 
@@ -149,8 +144,6 @@ def _claim_stdout() -> TextIO:
 
 
 def _spec_and_paths(args: argparse.Namespace) -> tuple[Spec, RunPaths]:
-    from runspec.spec.loader import load_accepted, load_spec
-
     state = args.state.absolute()
     if args.run is not None:  # accepted: its saved spec, never judged again, and saved paths
         paths = StateLayout(state).run_paths(args.run)

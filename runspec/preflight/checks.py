@@ -12,6 +12,7 @@ from pathlib import Path
 from runspec.checkresult import CheckResult, failed, passed, warned
 from runspec.dataset import safetar
 from runspec.preflight.datafound import dataset_missing
+from runspec.push.targets import kind_of
 from runspec.spec import modelnames as models
 from runspec.spec.model import Spec
 from runspec.store.paths import RunPaths
@@ -80,7 +81,6 @@ def push_check(spec: Spec, paths: RunPaths) -> CheckResult:
     """The push target's own check (each target knows what it needs), changing nothing."""
     if spec.push is None:
         return passed("push", "no push target: the weights stay on this machine")
-    from runspec.push.targets import kind_of  # the Hub's module is imported only for a push
 
     return kind_of(spec.push).preflight(spec, paths)
 

@@ -13,6 +13,7 @@ import yaml
 
 from runspec import hubreach
 from runspec.checkresult import CheckResult, failed, passed
+from runspec.dataset.staging import expected_data_yaml
 from runspec.spec.model import HubDataset, Spec
 from runspec.store.paths import RunPaths
 
@@ -104,7 +105,5 @@ def data_yaml_root_check(data_yaml: Path) -> CheckResult | None:
 
 def staged_checks(spec: Spec, paths: RunPaths) -> list[CheckResult]:
     """What the machine phase can tell about the dataset before anything is downloaded."""
-    from runspec.dataset.staging import expected_data_yaml
-
     found = path_check(spec, expected_data_yaml(spec, paths))
     return [found] if found is not None else []

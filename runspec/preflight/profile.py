@@ -19,6 +19,7 @@ from runspec.checkresult import CheckResult, failed, passed, warned
 from runspec.clock import human_duration
 from runspec.spec.model import BudgetFit, Spec
 from runspec.store.paths import RunPaths
+from runspec.trainer.control import TrainJob
 
 PROFILE_WARMUP = 2
 PROFILE_STEPS = 5
@@ -58,8 +59,8 @@ def train_images(data_yaml: Path) -> int | None:
 def _profile(
     spec: Spec, paths: RunPaths, data_yaml: Path, project: Path, warmup: int, steps: int
 ) -> dict[str, Any]:
-    from runspec.trainer.control import TrainJob
-    from runspec.trainer.modelbuild import build_model, resolve_device
+    # torch and libreyolo, only when the profile is asked for
+    from runspec.trainer.modelbuild import build_model, resolve_device  # noqa: PLC0415
 
     job = TrainJob.from_spec(spec, paths, data_yaml)
     device = resolve_device(job.device)

@@ -20,10 +20,9 @@ from pathlib import Path
 from runspec.checkresult import CheckResult, failed, passed
 from runspec.dataset.staging import hf_home_for
 from runspec.spec.model import Spec
-from runspec.store.paths import RunPaths
+from runspec.store.paths import CONFIG_FILE, RunPaths
 
-# runspec.daemon.config.DEFAULT_CONFIG (the preflight may not import the daemon's modules).
-DEFAULT_CONFIG = Path("/etc/runspec/runspecd.yaml")
+DEFAULT_CONFIG = CONFIG_FILE
 OURS = Path("/proc/self/mountinfo")
 PID1 = Path("/proc/1/mountinfo")
 SHARED_TMP = (Path("/tmp"), Path("/var/tmp"))

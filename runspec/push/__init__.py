@@ -7,7 +7,8 @@ are listed in runspec.push.targets.
 from runspec.push.base import PushFailed, PushTarget, StagedFile
 from runspec.push.dirtarget import DirTarget
 from runspec.push.hub import HubTarget
-from runspec.push.pusher import Pusher, make_target
+from runspec.push.pusher import Pusher
+from runspec.push.targets import make_target
 
 __all__ = [
     "DirTarget",

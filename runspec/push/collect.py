@@ -22,15 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runspec.clock import Clock, utc_iso
+from runspec.push import remote
 from runspec.push.base import StagedFile
-from runspec.push.manifest import CHUNK, MANIFEST, ManifestEntry, digest_file
+from runspec.push.manifest import CHUNK, ManifestEntry, digest_file
+from runspec.push.remote import MANIFEST
 from runspec.push.report import libreyolo_plots
 from runspec.spec.model import Spec
 from runspec.store.atomic import write_json_atomic, write_text
 from runspec.store.paths import RunPaths
 from runspec.trainer.checkpoints import CheckpointFile, complete_checkpoints, stage_copy
 from runspec.trainer.control import FileStat, read_epoch_marker
-from runspec.views.card import CURVES
 
 INDEX = ".index.json"
 CARD = "README.md"  # at the target's root: the Hub shows it as the repo's page
@@ -146,16 +147,16 @@ class Stager:
             self._snapshot(self.paths.run_dir / rel, rel, epoch)
         paths = self.paths
         extras = {
-            "runspec/spec.yaml": paths.spec_file,
-            "runspec/provenance.json": paths.provenance_file,
+            remote.SPEC: paths.spec_file,
+            remote.PROVENANCE: paths.provenance_file,
         }
         if final:
             # A failed run's story must be readable after the machine is gone. The card goes
             # out after these are verified (runspec.push.cardpush): a card the Hub refuses
             # must not hold back the weights; the pictures it points at go now.
-            extras["runspec/record.json"] = paths.record_file
-            extras["runspec/runspec.log"] = paths.runspec_log
-            extras[CURVES] = paths.curves_png
+            extras[remote.RECORD] = paths.record_file
+            extras[remote.LOG] = paths.runspec_log
+            extras[remote.CURVES] = paths.curves_png
             extras.update({rel: paths.run_dir / rel for rel in libreyolo_plots(paths.run_dir)})
         for rel, source in extras.items():
             self._snapshot(source, rel, epoch)

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from runspec.checkresult import CheckResult, failed, passed
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
-from runspec.push.manifest import CHUNK, MANIFEST, ManifestEntry, digest_file
+from runspec.push.manifest import CHUNK, ManifestEntry, digest_file
+from runspec.push.remote import MANIFEST
 from runspec.spec.model import FinishAction, Spec
 from runspec.store.atomic import fsync_dir
 from runspec.store.paths import RunPaths

@@ -15,7 +15,6 @@ from typing import Any
 from runspec.store.atomic import write_json_atomic
 
 CHUNK = 1 << 20
-MANIFEST = "runspec/manifest.json"  # where a push's manifest lies at the target
 # The Hub stores files over 10 MB (or binary ones) in LFS and reports their sha256; smaller
 # text files are plain git blobs, checked by blob id. Computing the blob id of a big file
 # would cost a second hash pass for nothing.

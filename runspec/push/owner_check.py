@@ -12,10 +12,11 @@ import json
 from collections.abc import Callable
 
 from runspec.printable import printable
+from runspec.push import remote
 
 # The two files are a few kilobytes; a target answering more is not telling a run's name.
 MAX_BYTES = 1 << 20
-OWNER_FILES = (("runspec/manifest.json", "run"), ("runspec/record.json", "name"))
+OWNER_FILES = ((remote.MANIFEST, "run"), (remote.RECORD, "name"))
 
 Reader = Callable[[str], bytes | None]  # a target path's bytes, None when it is not there
 

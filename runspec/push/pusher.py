@@ -1,12 +1,12 @@
 """The run's pusher: when to push, one push at a time, and what counts as verified.
 
 Triggers only set flags and wake the worker thread, so the lifecycle loop never waits on the
-network: `notify_checkpoint()` after each epoch marker, the schedule every `push.every` (read
-from the one clock seam by the worker itself, which wakes every WAIT_SLICE anyway), and
-`push_now()` (the only blocking call, bounded by its timeout) for the final push and on
-interrupts. Commits are at most one per `min_interval` (the Hub limits commit rates; pushes
-asked for meanwhile coalesce into one). A failed push is recorded as the run's `push_error`
-and retried with exponential backoff; training never waits for it.
+network: `notify_checkpoint()` after each epoch marker, `request_scheduled()` every `push.every` (a
+job in the daemon's scheduler, runspec.timers, or in the pusher's own, run by its worker), and
+`push_now()` (the only blocking call, bounded by its timeout) for the final push and on interrupts.
+Commits are at most one per `min_interval` (the Hub limits commit rates; pushes asked for meanwhile
+coalesce into one). A failed push is recorded as the run's `push_error` and retried with backoff;
+training never waits for it.
 
 Only a push whose every file was checked at the target counts as the run's `last_push`; the
 manifest of that push is kept in `<job_dir>/pushed.json` so unchanged files are not sent again.
@@ -24,32 +24,29 @@ from collections.abc import Callable
 from pathlib import Path
 
 from runspec.backoff import pause_after
-from runspec.clock import SYSTEM, Clock, human_duration, utc_iso
+from runspec.clock import SYSTEM, Clock, human_duration, parse_utc_iso, utc_iso
 from runspec.meter import Meter
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line, scrub
 from runspec.push.collect import Stager, is_immutable
-from runspec.push.manifest import MANIFEST, Manifest, ManifestEntry
+from runspec.push.manifest import Manifest, ManifestEntry
+from runspec.push.remote import MANIFEST
 from runspec.push.sending import send
-from runspec.push.targets import kind_of
+from runspec.push.targets import make_target
 from runspec.requests import PushNow
 from runspec.spec.model import Spec
 from runspec.store.owner import RunOwner
 from runspec.store.paths import RunPaths
 from runspec.store.room import is_no_space
 from runspec.store.state import PushRecord
+from runspec.timers import Timers, push_every_id
 from runspec.trainer.checkpoints import CheckpointFile
 from runspec.units import format_bytes
 from runspec.voice import warning
 
 log = logging.getLogger("runspec.push")
 
-WAIT_SLICE = 0.5  # the worker re-reads the clock at least this often (real seconds)
+WAIT_SLICE = 0.5  # the worker wakes at least this often (real seconds), runs its own timers
 RATE_MIN_BYTES = 1 << 20  # smaller pushes say little about the link's speed
-
-
-def make_target(spec: Spec, paths: RunPaths) -> PushTarget:
-    assert spec.push is not None
-    return kind_of(spec.push).from_spec(spec, paths)
 
 
 class Pusher:
@@ -66,6 +63,7 @@ class Pusher:
         retry_max: float = 900.0,
         target: PushTarget | None = None,
         eager: bool = False,
+        timers: Timers | None = None,
     ) -> None:
         if spec.push is None:
             raise ValueError(f"run {spec.name} has no push section")
@@ -83,7 +81,10 @@ class Pusher:
         self.stager = Stager(spec, paths, clock)
         self.verified_file = paths.pushed_manifest
         self.verified = Manifest.load(self.verified_file)
-
+        # The daemon's scheduler, or (`runspec run`) one of its own that the worker runs.
+        self.timers = timers or Timers(clock)
+        self._runs_timers = timers is None
+        self._job_id = push_every_id(spec.name)
         self._cond = threading.Condition()
         self._want_checkpoint = False
         self._want_scheduled = False
@@ -91,8 +92,6 @@ class Pusher:
         self._stopping = False
         self._last_commit: float | None = None  # monotonic
         self._last_verified: float | None = None  # monotonic
-        self._started = clock.monotonic()  # the schedule counts from here until a push
-        self._last_scheduled: float | None = None  # monotonic
         self._noted_full = False  # the last failure was a full disk, said to the owner
         self._failures = 0
         self._retry_at: float | None = None  # monotonic
@@ -102,10 +101,26 @@ class Pusher:
 
     # --- the lifecycle's API --------------------------------------------------------------------
     def start(self) -> None:
+        # On from the record's last verified push: a restart does not wait a whole interval.
+        last = self.owner.record.last_push
+        self._arm(parse_utc_iso(last.time) + self.every if last is not None else None)
         self._thread = threading.Thread(
             target=self._work, name=f"push-{self.spec.name}", daemon=True
         )
         self._thread.start()
+
+    def _arm(self, first: float | None = None) -> None:
+        """The push every `push.every`, the first at `first` (default: in one); none once
+        stopping, though a push in flight at the stop ends after it."""
+        with self._cond:
+            if not self._stopping:
+                self.timers.every(self._job_id, self.every, self.request_scheduled, first)
+
+    def request_scheduled(self) -> None:
+        """`push.every` passed with nothing verified meanwhile: push what changed."""
+        with self._cond:
+            self._want_scheduled = True
+            self._cond.notify_all()
 
     def notify_checkpoint(self) -> None:
         """A new epoch marker appeared: push if a new complete checkpoint warrants it."""
@@ -139,6 +154,7 @@ class Pusher:
         """Stop triggering pushes; a push in flight gets `timeout` seconds to end."""
         with self._cond:
             self._stopping = True
+            self.timers.cancel(self._job_id)
             self._cond.notify_all()
         if self._thread is not None:
             self._thread.join(timeout)
@@ -159,10 +175,6 @@ class Pusher:
 
     def _due_trigger(self) -> str | None:
         now = self.clock.monotonic()
-        marks = (self._started, self._last_verified, self._last_scheduled)
-        if now >= max(t for t in marks if t is not None) + self.every:
-            self._want_scheduled = True
-            self._last_scheduled = now
         interval_over = self._last_commit is None or now >= self._last_commit + self.min_interval
         if self._retry_at is not None:
             if now < self._retry_at or not interval_over:
@@ -181,11 +193,15 @@ class Pusher:
             with self._cond:
                 while (job := self._next_kind()) is None:
                     self._cond.wait(WAIT_SLICE)
+                    if self._runs_timers:  # no daemon's loop runs them: this thread does
+                        self.timers.run_due()
             if job == "stop":
                 return
             try:
                 if isinstance(job, PushNow):
-                    self._serve(job)
+                    # A final push always commits (it carries the run's record and log); an
+                    # immediate one with nothing new is answered by the last verified push.
+                    job.answer(self._attempt(job.final, always=job.final, answer_unchanged=True))
                 else:
                     self._attempt(False, always=False, checkpoint_only=job == "checkpoint")
             except Exception:
@@ -194,11 +210,6 @@ class Pusher:
             finally:
                 if isinstance(job, PushNow):
                     job.done.set()
-
-    def _serve(self, request: PushNow) -> None:
-        """A final push always commits (it carries the run's record and log); an immediate
-        one with nothing new to send is answered by the last verified push."""
-        request.answer(self._attempt(request.final, always=request.final, answer_unchanged=True))
 
     def _attempt(
         self,
@@ -359,6 +370,7 @@ class Pusher:
             self._last_verified = self.clock.monotonic()
             self._want_scheduled = False
             self._retry_at = None
+        self._arm()  # `every` counts from the last verified push, whatever caused it
         pushed = PushRecord(
             epoch=manifest.epoch,
             time=manifest.time,

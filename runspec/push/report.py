@@ -10,11 +10,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from runspec.push.card import model_card
 from runspec.spec.model import Spec
 from runspec.store.atomic import write_text
 from runspec.store.paths import RunPaths
 from runspec.store.state import RunRecord
-from runspec.views.card import model_card
 from runspec.voice import warning
 
 CURVES_TIMEOUT_S = 120.0  # a few seconds' work; a child stuck in a font cache is not waited on

@@ -7,7 +7,8 @@ from __future__ import annotations
 from runspec.push.base import PushFailed, PushTarget
 from runspec.push.dirtarget import DirTarget
 from runspec.push.hub import HubTarget
-from runspec.spec.model import PushSpec
+from runspec.spec.model import PushSpec, Spec
+from runspec.store.paths import RunPaths
 
 TARGETS: tuple[type[PushTarget], ...] = (HubTarget, DirTarget)
 
@@ -18,3 +19,9 @@ def kind_of(push: PushSpec) -> type[PushTarget]:
         if getattr(push, kind.key, None) is not None:
             return kind
     raise PushFailed(f"the push section names no target ({', '.join(k.key for k in TARGETS)})")
+
+
+def make_target(spec: Spec, paths: RunPaths) -> PushTarget:
+    """The target a run's spec pushes to."""
+    assert spec.push is not None
+    return kind_of(spec.push).from_spec(spec, paths)

@@ -24,9 +24,15 @@ from runspec.budget import deadline_of
 from runspec.budgetfit import PROFILE_FIGURE
 from runspec.clock import SYSTEM, Clock, human_duration, utc_iso
 from runspec.cost import run_cost
+from runspec.dataset.staging import stage_dataset
 from runspec.errors import RunspecError
 from runspec.machine import failsafe
 from runspec.machine.endgame import Endgame
+from runspec.preflight import run_preflight
+from runspec.push import Pusher
+from runspec.push.cardpush import made_weights, push_card
+from runspec.push.report import prepare
+from runspec.push.until import push_until_verified
 from runspec.requests import RunRequests
 from runspec.run.supervise import RunParts, Supervisor, SupervisorOptions
 from runspec.spec.model import Spec
@@ -40,7 +46,9 @@ from runspec.views import messages
 from runspec.voice import Transient, error, warning
 
 if TYPE_CHECKING:
-    from runspec.push import Pusher
+    from runspec.preflight import Phase
+    from runspec.preflight.report import PreflightReport
+    from runspec.timers import Timers
 
 log = logging.getLogger("runspec.run.lifecycle")
 
@@ -61,6 +69,7 @@ class LifecycleOptions:
     eager_push: bool = False  # every new checkpoint pushed as soon as written (a short grace)
     skip_preflight: bool = False
     notify: tuple[str, ...] = ()  # the daemon config's URLs, for a spec without `notify:`
+    timers: Timers | None = None  # the daemon's, for push.every; None: the pusher's own
 
 
 class Lifecycle:
@@ -248,26 +257,22 @@ class Lifecycle:
         if self.options.skip_preflight:
             self._move(RunStatus.STAGING, "preflight skipped")
             return
-        from runspec.preflight import run_preflight
-
         self.say("preflight: checking this machine")
-        report = run_preflight(
-            self.spec,
-            self.paths,
-            "machine",
-            timeout=self.options.preflight_timeout,
-            accepted=True,
-        )
+        if self._preflight_phase("machine") is not None:
+            self._move(RunStatus.STAGING, "preflight passed")
+
+    def _preflight_phase(self, phase: Phase) -> PreflightReport | None:
+        """One phase's checks in their child, said; None when one failed (the run failed)."""
+        timeout = self.options.preflight_timeout
+        report = run_preflight(self.spec, self.paths, phase, timeout=timeout, accepted=True)
         for line in report.said():
             self.say(line)
         if report.failed:
             self._fail(Termination.FAILED_PREFLIGHT, report.first_failure())
-            return
-        self._move(RunStatus.STAGING, "preflight passed")
+            return None
+        return report
 
     def _stage(self) -> None:
-        from runspec.dataset.staging import stage_dataset
-
         try:
             data_yaml = stage_dataset(self.spec, self.paths, progress=self.say)
         except RunspecError as exc:
@@ -276,19 +281,8 @@ class Lifecycle:
         self.owner.staged(data_yaml)
         checks_data = self.spec.preflight.doctor or self.spec.preflight.profile
         if checks_data and not self.options.skip_preflight:
-            from runspec.preflight import run_preflight
-
-            report = run_preflight(
-                self.spec,
-                self.paths,
-                "dataset",
-                timeout=self.options.preflight_timeout,
-                accepted=True,
-            )
-            for line in report.said():
-                self.say(line)
-            if report.failed:
-                self._fail(Termination.FAILED_PREFLIGHT, report.first_failure())
+            report = self._preflight_phase("dataset")
+            if report is None:
                 return
             self._fit_schedule(report.figure(PROFILE_FIGURE))
         self._move(RunStatus.TRAINING, f"dataset staged at {data_yaml}")
@@ -305,8 +299,6 @@ class Lifecycle:
         if self.spec.push is None:
             return None
         if self._pusher is None:
-            from runspec.push import Pusher
-
             pusher = Pusher(
                 self.spec,
                 self.paths,
@@ -315,6 +307,7 @@ class Lifecycle:
                 progress=self.say,
                 min_interval=self.options.push_min_interval,
                 eager=self.options.eager_push,
+                timers=self.options.timers,
             )
             pusher.start()
             self._pusher = pusher
@@ -343,9 +336,6 @@ class Lifecycle:
         Supervisor(parts).run()
 
     def _final_push(self) -> None:
-        from runspec.push.cardpush import made_weights, push_card
-        from runspec.push.until import push_until_verified
-
         self._note_cost()  # so the pushed record carries what the run cost so far
         handle = TrainerHandle.find(self.paths)
         if handle is None or not handle.alive():
@@ -357,8 +347,6 @@ class Lifecycle:
             self.say(warning("no weights were made: nothing pushed, no repo or folder made"))
         pushed = None
         if pusher is not None:
-            from runspec.push.report import prepare
-
             prepare(self.spec, self.paths, self.record, self.say)  # the curves and the card
             # Past deadline + overrun already: one short, bounded try.
             remaining = deadline_of(self.record) + self.spec.budget.overrun - self.clock.time()

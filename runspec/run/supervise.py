@@ -17,6 +17,7 @@ from runspec.alerts import Alerts
 from runspec.budget import Planner, eval_interval_of, validates
 from runspec.budgetfit import planned_epochs
 from runspec.clock import Clock, human_duration
+from runspec.push.until import push_until_verified
 from runspec.requests import RunRequests
 from runspec.run.exitstep import ExitFacts, Step, next_step
 from runspec.spec.model import Spec
@@ -256,8 +257,6 @@ class Supervisor:
             self.owner.transition(RunStatus.STOPPING, reason, why)
 
     def _push_newest_now(self) -> PushRecord | None:
-        from runspec.push.until import push_until_verified
-
         pusher = self.lc.pusher()
         if pusher is None:
             return None

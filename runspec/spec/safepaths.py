@@ -37,7 +37,13 @@ SYSTEM_TREES = (
 SYSTEM_FOLDERS = ("/", "/var", "/var/lib")
 # The state folder's own parts (and the state folder itself): records, claims, the inbox and
 # the trainer's working folder. `runs`, `data` and `pushed` are for runs.
-STATE_INTERNALS = ("jobs", "claimed", "inbox", "cache")
+# They are named here, the lowest stage, so that this rule and the layout (runspec.store.paths)
+# read the same names.
+JOBS = "jobs"
+CLAIMED = "claimed"  # specs the daemon took from the inbox, until accepted
+INBOX = "inbox"
+CACHE = "cache"
+STATE_INTERNALS = (JOBS, CLAIMED, INBOX, CACHE)
 DEFAULT_STATE = "/var/lib/runspec"
 
 

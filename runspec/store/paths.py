@@ -37,10 +37,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runspec.spec.model import Spec
+from runspec.spec.safepaths import CACHE, CLAIMED, INBOX, JOBS
 from runspec.store.atomic import write_json_atomic
 
 # The daemon's EnvironmentFile (systemd/runspecd.service): secrets live there, 0600.
 ENV_FILE = Path("/etc/runspec/env")
+CONFIG_FILE = Path("/etc/runspec/runspecd.yaml")  # the daemon's config, by default
+RECORD = "record.json"  # a run's record, in its job folder
+REJECTED = "rejected"  # the inbox's folder of refused specs, each with its .error
+
+
+def rejected_dir(inbox: Path) -> Path:
+    return inbox / REJECTED
 
 
 def default_state_dir() -> Path:
@@ -70,15 +78,15 @@ class StateLayout:
 
     @property
     def inbox(self) -> Path:
-        return self.state / "inbox"
+        return self.state / INBOX
 
     @property
     def claimed(self) -> Path:
-        return self.state / "claimed"
+        return self.state / CLAIMED
 
     @property
     def jobs(self) -> Path:
-        return self.state / "jobs"
+        return self.state / JOBS
 
     @property
     def runs(self) -> Path:
@@ -122,6 +130,9 @@ class StateLayout:
 
     def cancel_file(self, name: str) -> Path:
         return self.job_dir(name) / "cancel.json"
+
+    def record_file(self, name: str) -> Path:
+        return self.job_dir(name) / RECORD
 
     def names(self) -> list[str]:
         """Every run with a job folder, by name."""
@@ -209,7 +220,7 @@ class RunPaths:
 
     @property
     def record_file(self) -> Path:
-        return self.job_dir / "record.json"
+        return self.job_dir / RECORD
 
     @property
     def disk_note(self) -> Path:
@@ -285,4 +296,4 @@ class RunPaths:
 
     @property
     def weights_cache(self) -> Path:
-        return self.state / "cache" / "weights"
+        return self.state / CACHE / "weights"

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from runspec.errors import UsageError
+from runspec.store.paths import rejected_dir
 
 
 def aside_name(run_dir: Path, when: float) -> Path:
@@ -31,7 +32,7 @@ def rejected_entry(inbox: Path, file_name: str) -> list[Path]:
     a name with a folder in it is never one (rm must not delete outside rejected/)."""
     if not file_name or "/" in file_name or "\0" in file_name or file_name in (".", ".."):
         return []
-    folder = inbox / "rejected"
+    folder = rejected_dir(inbox)
     found = [folder / file_name, folder / f"{file_name}.error"]
     return [p for p in found if p.exists() or p.is_symlink()]
 

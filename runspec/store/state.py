@@ -200,7 +200,7 @@ class RecordStore:
         self._lock = threading.RLock()
 
     def path(self, name: str) -> Path:
-        return self.layout.job_dir(name) / "record.json"
+        return self.layout.record_file(name)
 
     def load(self, name: str) -> RunRecord | None:
         """The record, None when there is none; DamagedRecord when it cannot be read."""

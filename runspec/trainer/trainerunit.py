@@ -191,7 +191,7 @@ def _not_the_trainers(paths: RunPaths) -> list[Path]:
     inbox and the claimed specs (a spec written there runs its finish.command as the daemon),
     and the machine's end."""
     layout = paths.layout
-    state = [layout.state / part for part in ("inbox", "claimed")]
+    state = [layout.inbox, layout.claimed]
     return [*SECRET_FOLDERS, *state, layout.machine_file, layout.machine_lock]
 
 

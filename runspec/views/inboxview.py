@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from runspec.clock import utc_iso
+from runspec.store.paths import rejected_dir
 
 RECENT_S = 24 * 3600.0  # rejections older than this show only with --all
 ERROR_SUFFIX = ".error"
@@ -51,7 +52,7 @@ def _reason(error_file: Path) -> tuple[str, int]:
 
 def rejected(inbox: Path, now: float, everything: bool) -> list[dict[str, Any]]:
     """Specs the daemon refused, newest first; only the last day's unless `everything`."""
-    folder = inbox / "rejected"
+    folder = rejected_dir(inbox)
     rows = []
     for entry in _entries(folder):
         if not entry.name.endswith(ERROR_SUFFIX):

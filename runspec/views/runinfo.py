@@ -8,17 +8,21 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from runspec.budget import eval_interval_of, last_epoch_in_budget
 from runspec.budgetfit import of_record
 from runspec.clock import parse_utc_iso
 from runspec.cost import run_cost
 from runspec.errors import RunspecError
 from runspec.meter import read_snapshot
+from runspec.spec.loader import load_accepted
 from runspec.spec.model import Spec
 from runspec.store.owner import run_holder
 from runspec.store.paths import RunPaths, StateLayout
 from runspec.store.room import read_note
 from runspec.store.state import Damaged, RunRecord, RunStatus
+from runspec.trainer import control
 from runspec.trainer.firststep import time_to_first_step
+from runspec.trainer.observer import observe
 
 log = logging.getLogger("runspec.views.runinfo")
 
@@ -26,8 +30,6 @@ LOW_SPACE = 100_000_000  # bytes: below this free on a run's disks, status says 
 
 
 def _spec(paths: RunPaths) -> Spec | None:
-    from runspec.spec.loader import load_accepted
-
     try:
         return load_accepted(paths.spec_file)
     except RunspecError:
@@ -38,9 +40,6 @@ def budget_stops_at(paths: RunPaths, spec: Spec | None) -> int | None:
     """The epoch the budget will stop training after, when that is before the last one: from
     the planner's own figures (the control folder's stop time and next-epoch predictions) and
     the last epoch's end."""
-    from runspec.budget import eval_interval_of, last_epoch_in_budget
-    from runspec.trainer import control
-
     marker = control.read_epoch_marker(paths.control_dir)
     stop_at = control.read_deadline(paths.control_dir)
     if spec is None or marker is None or stop_at is None:
@@ -57,8 +56,6 @@ def budget_stops_at(paths: RunPaths, spec: Spec | None) -> int | None:
 
 
 def _observe(run_dir: Path, control_dir: Path) -> dict[str, Any]:
-    from runspec.trainer.observer import observe
-
     try:
         obs = observe(run_dir, control_dir)
     except Exception as exc:

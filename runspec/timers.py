@@ -1,19 +1,22 @@
-"""The daemon's timed jobs: one APScheduler, its job store in memory, run by the daemon's loop.
+"""Timed jobs: one APScheduler, its job store in memory, run by whoever drives it.
 
-Every timed job of the daemon lives here (the inbox rescan, the idle finish). Nothing here
-outlives the process, and nothing needs to: what must survive a restart (the machine's
-pending end, when each run ended) is in machine.json and the records, and the daemon re-arms
-its jobs from them at start. APScheduler keeps the jobs and their triggers; the loop runs the
-due ones in its own thread at each step (`run_due`), with the time read from the one clock
-seam (runspec.clock), so a job may act on the daemon's state directly and a test moves the
-clock instead of sleeping. No job store can fail here (there is no file behind it), so no
-scheduler thread can die and need restarting.
+Every timed job of the daemon lives in its one `Timers` (the inbox rescan, the idle finish,
+each run's `push.every`); the daemon's loop runs the due ones in its own thread at each step
+(`run_due`). `runspec run` has no daemon: its run's pusher keeps a `Timers` of its own and its
+push worker runs them (runspec.push.pusher), so both time pushes with the same jobs. Nothing
+here outlives the process, and nothing needs to: what must survive a restart (the machine's
+pending end, when each run ended, when each run last pushed) is in machine.json and the
+records, and the jobs are re-armed from them at start. The time is read from the one clock
+seam (runspec.clock), so a test moves the clock instead of sleeping. No job store can fail here
+(there is no file behind it), so no scheduler thread can die and need restarting. Jobs may be
+armed and cancelled from any thread; each runs in the thread that calls `run_due`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
@@ -27,10 +30,15 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from runspec.clock import Clock
 
-log = logging.getLogger("runspec.daemon.jobs")
+log = logging.getLogger("runspec.timers")
 
 RESCAN_ID = "inbox-rescan"
 IDLE_FINISH_ID = "idle-finish"
+
+
+def push_every_id(run: str) -> str:
+    """The job that asks `run`'s pusher for its scheduled push every `push.every`."""
+    return f"push-every:{run}"
 
 
 class _LoopScheduler(BaseScheduler):
@@ -48,6 +56,8 @@ class Timers:
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
+        # Arming from a run's thread while the loop runs due jobs: one at a time.
+        self._lock = threading.RLock()
         self._scheduler = _LoopScheduler(
             jobstores={"default": MemoryJobStore()},
             executors={"default": DebugExecutor()},
@@ -55,11 +65,15 @@ class Timers:
         )
         self._scheduler.start()
 
-    def every(self, job_id: str, seconds: float, job: Callable[[], None]) -> None:
-        """Run `job` every `seconds`, the first time `seconds` from now."""
+    def every(
+        self, job_id: str, seconds: float, job: Callable[[], None], first: float | None = None
+    ) -> None:
+        """Run `job` every `seconds`, the first time at `first` (UTC seconds; at the next step
+        when that is past), by default `seconds` from now."""
         now = self.clock.now()
-        trigger = IntervalTrigger(seconds=seconds, start_date=now, timezone=timezone.utc)
-        self._add(job_id, job, trigger, now + timedelta(seconds=seconds))
+        start = now if first is None else datetime.fromtimestamp(first - seconds, tz=timezone.utc)
+        trigger = IntervalTrigger(seconds=seconds, start_date=start, timezone=timezone.utc)
+        self._add(job_id, job, trigger, start + timedelta(seconds=seconds))
 
     def at(self, job_id: str, ts: float, job: Callable[[], None]) -> None:
         """Run `job` once at `ts` (UTC seconds); at the next step when that is past."""
@@ -68,10 +82,13 @@ class Timers:
 
     def _add(self, job_id: str, job: Callable[[], None], trigger: object, first: datetime) -> None:
         # next_run_time given: APScheduler would otherwise read its own clock, not ours.
-        self._scheduler.add_job(job, trigger, id=job_id, replace_existing=True, next_run_time=first)
+        with self._lock:
+            self._scheduler.add_job(
+                job, trigger, id=job_id, replace_existing=True, next_run_time=first
+            )
 
     def cancel(self, job_id: str) -> None:
-        with contextlib.suppress(JobLookupError):  # not armed: nothing to cancel
+        with self._lock, contextlib.suppress(JobLookupError):  # not armed: nothing to cancel
             self._scheduler.remove_job(job_id)
 
     def armed(self, job_id: str) -> bool:
@@ -94,24 +111,33 @@ class Timers:
         now = self.clock.now()
         ran = 0
         for listed in self._scheduler.get_jobs():
-            # Read again: a job run before it in this step may have moved or cancelled it.
-            job: Job | None = self._scheduler.get_job(listed.id)
-            if job is None or job.next_run_time is None or job.next_run_time > now:
+            func = self._advance(listed.id, now)
+            if func is None:
                 continue
+            ran += 1
+            try:
+                func()
+            except Exception:  # one job's fault must not end the daemon or the other jobs
+                log.exception("the timed job %s failed", listed.id)
+        return ran
+
+    def _advance(self, job_id: str, now: datetime) -> Callable[[], object] | None:
+        """A due job moved on to its next time (or removed), and what it runs; None when it
+        is not due. Moved on before it runs: a job may arm or cancel jobs, itself included."""
+        with self._lock:
+            # Read again: a job run before it in this step may have moved or cancelled it.
+            job: Job | None = self._scheduler.get_job(job_id)
+            if job is None or job.next_run_time is None or job.next_run_time > now:
+                return None
             following = job.trigger.get_next_fire_time(job.next_run_time, now)
             while following is not None and following <= now:
                 following = job.trigger.get_next_fire_time(following, now)
-            # Moved on before it runs: a job may arm or cancel jobs, itself included.
             if following is None:
                 self.cancel(job.id)
             else:
                 job.modify(next_run_time=following)
-            ran += 1
-            try:
-                job.func()
-            except Exception:  # one job's fault must not end the daemon or the other jobs
-                log.exception("the timed job %s failed", job.id)
-        return ran
+            func: Callable[[], object] = job.func
+            return func
 
     def close(self) -> None:
         self._scheduler.shutdown()

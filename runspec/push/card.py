@@ -16,6 +16,7 @@ from typing import Any
 from runspec.budgetfit import of_record
 from runspec.clock import human_duration
 from runspec.printable import printable
+from runspec.push.remote import CURVES, SPEC
 from runspec.spec.model import Spec
 from runspec.store.paths import RunPaths
 from runspec.store.state import RunRecord
@@ -23,7 +24,6 @@ from runspec.trainer.observer import read_epochs
 from runspec.views.epochline import metric_name
 from runspec.views.report import push_target
 
-CURVES = "runspec/curves.png"  # where the final push puts the curves, beside the card
 SHOWN_METRICS = ("metrics/mAP50-95", "metrics/mAP50", "metrics/precision", "metrics/recall")
 _PLAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
 
@@ -139,7 +139,7 @@ def model_card(
         ("ended", f"{term}: {record.why}" if record.why else term),
         ("image size", spec.train.imgsz),
         ("budget", budget),
-        ("spec", f"runspec/spec.yaml ({spec.sha256[:12]}), from {_provenance(paths)}"),
+        ("spec", f"{SPEC} ({spec.sha256[:12]}), from {_provenance(paths)}"),
         *_metrics(rows),
     ]
     body = ["", f"# {_cell(spec.name)}", ""]
@@ -147,7 +147,7 @@ def model_card(
         body += [_cell(spec.description), ""]
     body += [
         "Trained with [LibreYOLO](https://github.com/LibreYOLO/libreyolo) on a rented machine "
-        "by runspec ([its spec](runspec/spec.yaml)), which pushed and verified these files.",
+        f"by runspec ([its spec]({SPEC})), which pushed and verified these files.",
         "",
         "| | |",
         "| --- | --- |",

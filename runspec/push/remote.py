@@ -1,0 +1,12 @@
+"""The pushed side's layout: where a push puts runspec's own files at the target, the one
+place these names are spelled (tests/test_layout_names.py). The weights and LibreYOLO's
+files keep their paths from the run folder; the model card is README.md at the root."""
+
+from __future__ import annotations
+
+MANIFEST = "runspec/manifest.json"  # every push's manifest: which run, which files, verified
+SPEC = "runspec/spec.yaml"  # the spec as received
+PROVENANCE = "runspec/provenance.json"  # where the spec came from
+RECORD = "runspec/record.json"  # the final push: the run's record
+LOG = "runspec/runspec.log"  # the final push: the lifecycle's log
+CURVES = "runspec/curves.png"  # the final push: the training curves, beside the card
