@@ -37,7 +37,7 @@ from runspec.clock import SYSTEM, utc_iso
 from runspec.store.locks import FileLock
 from runspec.trainer import control, firststep
 from runspec.trainer.control import EpochMarker, FileStat, TrainerOutcome, TrainerResult, TrainJob
-from runspec.trainer.modelbuild import build_model, resolve_device
+from runspec.trainer.modelbuild import build_model, resolve_device, weights_ref
 
 # A hidden option for the tests: route training through LibreYOLO's multi-GPU coordinator with
 # this many CPU ranks, so the path production takes with `device: "0,1,..."` runs without GPUs.
@@ -150,6 +150,9 @@ def train_kwargs(job: TrainJob, device: str, callback: StopControl) -> dict[str,
     kwargs: dict[str, Any] = {aliases.get(k, k): v for k, v in job.args.items()}
     kwargs.pop("pretrained", None)  # handled when the model is built
     kwargs.pop("task", None)
+    teacher = kwargs.get("distill_model")
+    if isinstance(teacher, str):  # relative to the weights cache, as the student's model is
+        kwargs["distill_model"] = weights_ref(teacher, Path(job.weights_cache))
     kwargs.update(
         data=job.data,
         epochs=job.epochs,

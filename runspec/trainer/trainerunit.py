@@ -6,7 +6,7 @@ so its unit gets what training needs and no more:
 - `UMask=0077`: the run folder, the weights and the logs are the owner's alone.
 - `NoNewPrivileges=`, and `ProtectSystem=strict` with writes only to its run folder, its control
   folder, the staged data (LibreYOLO's disk cache writes beside the images), the Hub cache
-  (HF_HOME) and its working directory (the weights cache); read-only homes; a `PrivateTmp=`
+  (HF_HOME) and the weights cache; read-only homes; a `PrivateTmp=`
   unless the run's own folders are in the shared /tmp.
   The devices stay as they are: the GPUs, and the NVLink or InfiniBand adapters NCCL may use.
 - An environment without secrets: the launcher's own, less every secret and systemd's
@@ -118,7 +118,7 @@ def writable_paths(job: TrainJob, paths: RunPaths) -> list[Path]:
         paths.data_root,
         Path(job.data).parent,
         _hf_home(job),
-        Path(job.work_dir),
+        Path(job.weights_cache),
     ]
     return list(dict.fromkeys(p.absolute() for p in found))
 
@@ -236,7 +236,8 @@ def systemd_run_command(
         # unit runs, which keeps running on its own descriptors.
         "--pipe",
         "--quiet",
-        f"--property=WorkingDirectory={job.work_dir}",
+        # Its own run folder: not the weights cache, which every run writes.
+        f"--property=WorkingDirectory={job.run_dir}",
         # The trainer's own SIGTERM handler asks for a graceful stop; the whole cgroup (the
         # multi-GPU coordinator and its ranks) is killed only when `systemctl kill` says so.
         "--property=KillMode=mixed",
