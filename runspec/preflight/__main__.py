@@ -167,8 +167,18 @@ def _spec_and_paths(args: argparse.Namespace) -> tuple[Spec, RunPaths]:
     )
 
 
+def _wall_in(state: Path) -> None:
+    """Before any third-party code loads (runspec.secrets.childwalls)."""
+    from runspec.secrets.childwalls import wall_in
+    from runspec.store.offlimits import off_limits
+
+    for refused in wall_in(off_limits(StateLayout(state))):
+        print(f"runspec preflight: {refused}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _wall_in(args.state.absolute())
     out = _claim_stdout()
     started = time.monotonic()
     try:

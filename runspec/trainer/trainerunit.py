@@ -37,6 +37,7 @@ from typing import BinaryIO
 from runspec.clock import SYSTEM
 from runspec.errors import RunspecError
 from runspec.secrets.secretenv import child_environ, hub_token, trainer_needs_hub_token
+from runspec.store.offlimits import off_limits
 from runspec.store.paths import RunPaths
 from runspec.trainer.control import TrainJob
 
@@ -181,25 +182,17 @@ WALLS = (
     "RestrictSUIDSGID=yes",
     "LockPersonality=yes",
 )
-# Root's files the trainer must never read, root-owned and so readable by uid 0 even without
-# a capability: the daemon's environment file (provider keys, the token) and its config.
-SECRET_FOLDERS = (Path("/etc/runspec"),)
 
 
-def _not_the_trainers(paths: RunPaths) -> list[Path]:
-    """runspec's own files that are none of the trainer's business: the keys' folder, the
-    inbox and the claimed specs (a spec written there runs its finish.command as the daemon),
-    and the machine's end."""
-    layout = paths.layout
-    state = [layout.state / part for part in ("inbox", "claimed")]
-    return [*SECRET_FOLDERS, *state, layout.machine_file, layout.machine_lock]
-
-
-def sandbox_properties(job: TrainJob, paths: RunPaths, *, needs_token: bool) -> list[str]:
+def sandbox_properties(
+    job: TrainJob, paths: RunPaths, *, needs_token: bool, writable: Sequence[Path] | None = None
+) -> list[str]:
+    """The trainer's walls. The preflight's child gets the same with its own `writable` (the
+    folders its checks probe) in place of the trainer's."""
     props = ["UMask=0077", "NoNewPrivileges=yes"]
     if os.geteuid() != 0:
         return props
-    writable = writable_paths(job, paths)
+    writable = writable_paths(job, paths) if writable is None else list(writable)
     # A private /tmp would hide the run's own folders when they lie in the shared one (a state
     # folder made by mktemp, a test's): then the trainer keeps the shared /tmp, writable, for
     # torch's caches and temporary files need one (ProtectSystem=strict alone leaves it
@@ -212,7 +205,7 @@ def sandbox_properties(job: TrainJob, paths: RunPaths, *, needs_token: bool) -> 
         "ReadWritePaths=" + " ".join(_quoted(p) for p in writable),
         "ProtectHome=read-only",
         *WALLS,
-        "InaccessiblePaths=" + quoted_list(_not_the_trainers(paths)),
+        "InaccessiblePaths=" + quoted_list(off_limits(paths.layout)),
     ]
     if not shared_tmp:
         props.append("PrivateTmp=yes")
@@ -245,12 +238,29 @@ def systemd_run_command(
     ]
     props = sandbox_properties(job, paths, needs_token=needs_token)
     cmd += [f"--property={prop}" for prop in props]
-    env = trainer_env(job, with_token=False)  # the token, if any, goes by the pipe
+    cmd += setenv_args(trainer_env(job, with_token=False))  # the token, if any, by the pipe
+    return [*cmd, "--", *argv]
+
+
+def setenv_args(env: dict[str, str]) -> list[str]:
+    """systemd-run's --setenv= for each variable systemd can take."""
     skipped = sorted(k for k, v in env.items() if not _settable(k, v))
     if skipped:
-        log.debug("not passed to the trainer unit (systemd cannot take them): %s", skipped)
-    cmd += [f"--setenv={k}={v}" for k, v in sorted(env.items()) if _settable(k, v)]
-    return [*cmd, "--", *argv]
+        log.debug("not passed to the unit (systemd cannot take them): %s", skipped)
+    return [f"--setenv={k}={v}" for k, v in sorted(env.items()) if _settable(k, v)]
+
+
+def token_pipe(token: str | None) -> int:
+    """A pipe holding the token for the unit's stdin (runspec.trainer.tokenpipe), or DEVNULL;
+    the caller closes a pipe's end once the unit's runner has it."""
+    if token is None:
+        return subprocess.DEVNULL
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, (token + "\n").encode())  # far below a pipe's buffer
+    finally:
+        os.close(write_end)
+    return read_end
 
 
 def open_log(path: str) -> BinaryIO:
@@ -307,13 +317,7 @@ def start_unit(
     if token is not None:
         argv = isolated(python, "runspec.trainer.tokenpipe", *argv)
     cmd = systemd_run_command(job, paths, argv, needs_token=needs_token)
-    stdin: int = subprocess.DEVNULL
-    if token is not None:
-        stdin, write_end = os.pipe()
-        try:
-            os.write(write_end, (token + "\n").encode())  # far below a pipe's buffer
-        finally:
-            os.close(write_end)
+    stdin = token_pipe(token)
     try:
         with open_log(job.log) as out:
             runner = subprocess.Popen(cmd, stdin=stdin, stdout=out, stderr=out)

@@ -1,0 +1,19 @@
+"""What a walled child (the trainer, the preflight's child) must never see: the keys' folder,
+the inbox and the claimed specs (a spec written there runs its finish.command as the daemon),
+and the machine's end. One list for the trainer's unit, the preflight's unit, and the
+preflight child's own mount namespace outside systemd."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runspec.store.paths import StateLayout
+
+# Root's files that uid 0 reads even without a capability: the daemon's environment file
+# (provider keys, the token) and its config.
+SECRET_FOLDERS = (Path("/etc/runspec"),)
+
+
+def off_limits(layout: StateLayout) -> list[Path]:
+    state = [layout.state / part for part in ("inbox", "claimed")]
+    return [*SECRET_FOLDERS, *state, layout.machine_file, layout.machine_lock]
