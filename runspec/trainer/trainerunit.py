@@ -184,6 +184,35 @@ WALLS = (
 )
 
 
+def _bind(path: Path) -> str:
+    text = str(path).replace("\\", "\\\\").replace(":", "\\:")  # BindPaths= reads SRC:DST
+    return '"-' + text.replace('"', '\\"') + '"'
+
+
+def others_hidden(paths: RunPaths, writable: Sequence[Path]) -> list[str]:
+    """Other runs' job folders and run folders are none of this one's business (their weights,
+    their specs): an empty read-only tmpfs over the jobs folder and over the project folder,
+    with this run's own folders bound back (its job folder read-only, its writable folders as
+    they were). Runs made after this unit started are hidden too. Not over a folder that holds
+    runspec's code or its Python (a project folder made above them): that one stays seen."""
+    code = [Path(sys.prefix).resolve(), Path(RUNSPEC_CODE), Path(sys.base_prefix).resolve()]
+    props = []
+    for cover in dict.fromkeys([paths.layout.jobs.absolute(), paths.project.absolute()]):
+        if cover in writable or ":" in str(cover):  # a writable folder stays whole
+            continue
+        if any(c.is_relative_to(cover) for c in code):
+            continue
+        own = [p for p in writable if p.is_relative_to(cover) and p != cover]
+        job = paths.job_dir.absolute()
+        read_only = [job] if job.is_relative_to(cover) else []
+        props.append("TemporaryFileSystem=" + _quoted(cover).replace('"-', '"', 1)[:-1] + ':ro"')
+        if read_only:
+            props.append("BindReadOnlyPaths=" + " ".join(_bind(p) for p in read_only))
+        if own:
+            props.append("BindPaths=" + " ".join(_bind(p) for p in own))
+    return props
+
+
 def sandbox_properties(
     job: TrainJob, paths: RunPaths, *, needs_token: bool, writable: Sequence[Path] | None = None
 ) -> list[str]:
@@ -206,6 +235,7 @@ def sandbox_properties(
         "ProtectHome=read-only",
         *WALLS,
         "InaccessiblePaths=" + quoted_list(off_limits(paths.layout)),
+        *others_hidden(paths, writable),
     ]
     if not shared_tmp:
         props.append("PrivateTmp=yes")
