@@ -47,3 +47,32 @@ def test_a_job_written_by_an_older_runspec_still_reads(tiny_job: TinyJob) -> Non
     data = job.to_json()
     data["work_dir"] = data.pop("weights_cache")  # the field's name before
     assert TrainJob.from_json(data) == job
+
+
+def _status(pid: int) -> dict[str, str]:
+    text = Path(f"/proc/{pid}/status").read_text()
+    return dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
+
+
+@pytest.mark.training
+@pytest.mark.skipif(os.geteuid() != 0, reason="the walls a root launcher's trainer puts up")
+def test_a_session_trainer_walls_itself_in(tiny_job: TinyJob) -> None:
+    """Outside systemd (root in a container) the trainer puts up its unit's walls itself: no
+    capability, no new privileges, and the inbox (and /etc/runspec) not there for it."""
+    job, paths = tiny_job("walled", epochs=30)
+    inbox = paths.state / "inbox"
+    inbox.mkdir(parents=True)
+    (inbox / "planted.yaml").write_text("a spec the trainer must not see\n")
+    handle = start(job, paths, use_systemd=False)
+    try:
+        wait_epoch(paths, 1)
+        status = _status(handle.identity.pid)
+        assert status["NoNewPrivs"].strip() == "1"
+        for caps in ("CapBnd", "CapEff", "CapPrm", "CapInh", "CapAmb"):
+            assert int(status[caps], 16) == 0, (caps, status[caps])
+        assert os.listdir(f"/proc/{handle.identity.pid}/root{inbox}") == []
+    finally:
+        handle.stop(grace_s=300, reason="the test saw its walls")
+    assert handle._proc is not None
+    handle._proc.wait(timeout=30)
+    assert (inbox / "planted.yaml").exists()

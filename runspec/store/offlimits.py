@@ -17,3 +17,9 @@ SECRET_FOLDERS = (Path("/etc/runspec"),)
 def off_limits(layout: StateLayout) -> list[Path]:
     state = [layout.state / part for part in ("inbox", "claimed")]
     return [*SECRET_FOLDERS, *state, layout.machine_file, layout.machine_lock]
+
+
+def layout_of_control_dir(control_dir: Path) -> StateLayout:
+    """The state folder's layout from a run's control folder (<state>/jobs/<name>/control,
+    RunPaths.control_dir): what a trainer knows of it from its job."""
+    return StateLayout(control_dir.absolute().parents[2])

@@ -34,7 +34,9 @@ from libreyolo.training.ddp_spawn import spawn_for_model
 
 from runspec.budget import eval_interval_from_args, validates
 from runspec.clock import SYSTEM, utc_iso
+from runspec.secrets.childwalls import wall_in
 from runspec.store.locks import FileLock
+from runspec.store.offlimits import layout_of_control_dir, off_limits
 from runspec.trainer import control, firststep
 from runspec.trainer.control import EpochMarker, FileStat, TrainerOutcome, TrainerResult, TrainJob
 from runspec.trainer.modelbuild import build_model, resolve_device, weights_ref
@@ -333,6 +335,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return control.EXIT_DUPLICATE
+    # Outside systemd (a session trainer) its unit's walls are its own to put up, before the
+    # dataset's files and the loaders run; under its unit they change nothing.
+    for refused in wall_in(off_limits(layout_of_control_dir(Path(job.control_dir)))):
+        print(f"runspec.trainer: {refused}", file=sys.stderr)
     # Stamped like runspec.log's lines: `runspec logs` puts what comes between (LibreYOLO's
     # lines, a traceback) in time order with runspec's own.
     print(f"{utc_iso(SYSTEM.time())} runspec.trainer: starting (pid {os.getpid()})", flush=True)
