@@ -96,7 +96,9 @@ def unit_command(spec: Spec, paths: RunPaths, argv: Sequence[str], timeout: floa
     unit = f"{UNIT_PREFIX}{job.name}-{secrets.token_hex(4)}.service"
     cmd = ["systemd-run", f"--unit={unit}", "--collect", "--pipe", "--quiet"]
     cmd += [
-        f"--property=WorkingDirectory={job.run_dir}",
+        # "-": a run folder it cannot make is the writable check's to say, not a unit that
+        # fails to start.
+        f"--property=WorkingDirectory=-{job.run_dir}",
         f"--property=RuntimeMaxSec={int(timeout + _REAP_S) + 1}s",
         *(f"--property={prop}" for prop in props),
     ]
