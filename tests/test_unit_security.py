@@ -113,3 +113,29 @@ def test_the_trainers_transient_unit_scores_at_most_3_0(
     unit.write_text("[Service]\nExecStart=/bin/true\n" + "".join(f"{p}\n" for p in props))
     score = _exposure(unit, "runspec-train-t.service")
     assert score <= TRAINER_MOST_EXPOSED, unit.read_text()
+
+
+def test_the_preflight_childs_transient_unit_scores_at_most_3_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The preflight's child gets the trainer's walls (issue 18): its unit, scored alike."""
+    from runspec.preflight import childlaunch
+    from runspec.spec.loader import load_spec_text
+    from runspec.store.paths import RunPaths
+    from runspec.trainer import trainerunit
+
+    monkeypatch.setattr(trainerunit.os, "geteuid", lambda: 0)
+    state = tmp_path / "var/lib/runspec"
+    paths = RunPaths(state=state, name="p", project=state / "runs", data_root=state / "data")
+    spec = load_spec_text(
+        "runspec: 1\nname: p\ndataset: {synthetic: {}}\n"
+        "train: {model: yolo9-t, epochs: 1, device: cpu}\nbudget: {wall_clock: 1h}\n",
+        "p.yaml",
+    )
+    cmd = childlaunch.unit_command(spec, paths, ["/bin/true"], 60.0)
+    props = [arg.removeprefix("--property=") for arg in cmd if arg.startswith("--property=")]
+    assert "CapabilityBoundingSet=" in props and "ProtectSystem=strict" in props, props
+    unit = tmp_path / "runspec-preflight-p.service"
+    unit.write_text("[Service]\nExecStart=/bin/true\n" + "".join(f"{p}\n" for p in props))
+    score = _exposure(unit, "runspec-preflight-p.service")
+    assert score <= TRAINER_MOST_EXPOSED, unit.read_text()

@@ -10,13 +10,10 @@ for both.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,7 +25,6 @@ from runspec.preflight.ending import finish_checks
 from runspec.preflight.notifycheck import notify_checks
 from runspec.preflight.report import PreflightReport
 from runspec.secrets.redact import scrub
-from runspec.secrets.secretenv import child_environ, preflight_needs_hub_token
 from runspec.spec.model import Spec
 from runspec.store.paths import RunPaths
 
@@ -36,16 +32,15 @@ __all__ = ["PreflightReport", "child_env", "run_preflight"]
 
 log = logging.getLogger("runspec.preflight")
 Phase = Literal["machine", "dataset", "all"]
-# After the hard timeout the child's process group gets SIGKILL; this bounds the reaping.
+# After the hard kill of the child (its process group or its unit), this bounds the reaping.
 _REAP_S = 10.0
 
 
 def child_env(spec: Spec) -> dict[str, str]:
-    """The environment the trainer will have (ours, less every secret, plus the spec's `env`,
-    which holds none), with the Hub token only where the checks need it."""
-    env = child_environ(os.environ, hub_token=preflight_needs_hub_token(spec))
-    env.update({k: str(v) for k, v in spec.env.items()})
-    return env
+    """The environment the preflight's child gets (runspec.preflight.childlaunch)."""
+    from runspec.preflight import childlaunch  # noqa: PLC0415 - the parent's side; the child never loads it
+
+    return childlaunch.child_env(spec)
 
 
 def _which_spec(spec: Spec, paths: RunPaths, tmp: Path, accepted: bool) -> list[str]:
@@ -78,8 +73,7 @@ def run_preflight(
     """
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="runspec-preflight-") as tmp:
-        cmd = [
-            sys.executable, "-m", "runspec.preflight",
+        args = [
             *_which_spec(spec, paths, Path(tmp), accepted),
             "--state", str(paths.state),
             "--phase", phase,
@@ -88,21 +82,14 @@ def run_preflight(
             "--json",
             *(["--collective-one-gpu"] if collective_one_gpu else []),
         ]  # fmt: skip
-        proc = subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=child_env(spec),
-            cwd=tmp,
-            start_new_session=True,  # its own group: the timeout kills its workers too
-        )
+        from runspec.preflight.childlaunch import start_child  # noqa: PLC0415 - the parent's side only
+
+        child = start_child(spec, paths, args, Path(tmp), timeout, accepted)
+        proc = child.proc
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            # The group is ours: the child was started just above and has not been reaped.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            child.kill()
             proc.communicate(timeout=_REAP_S)
             return PreflightReport(
                 phase=phase,

@@ -24,8 +24,10 @@ from runspec.preflight.collective import collective_check, collective_wanted
 from runspec.preflight.datafound import data_yaml_root_check
 from runspec.preflight.profile import profile_check
 from runspec.preflight.report import PreflightReport
+from runspec.secrets.childwalls import wall_in
 from runspec.spec.loader import load_accepted, load_spec
 from runspec.spec.model import Spec
+from runspec.store.offlimits import off_limits
 from runspec.store.paths import RunPaths, StateLayout
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -160,8 +162,15 @@ def _spec_and_paths(args: argparse.Namespace) -> tuple[Spec, RunPaths]:
     )
 
 
+def _wall_in(state: Path) -> None:
+    """Before any third-party code loads (runspec.secrets.childwalls)."""
+    for refused in wall_in(off_limits(StateLayout(state))):
+        print(f"runspec preflight: {refused}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _wall_in(args.state.absolute())
     out = _claim_stdout()
     started = time.monotonic()
     try:

@@ -34,10 +34,12 @@ from libreyolo.training.ddp_spawn import spawn_for_model
 
 from runspec.budget import eval_interval_from_args, validates
 from runspec.clock import SYSTEM, utc_iso
+from runspec.secrets.childwalls import wall_in
 from runspec.store.locks import FileLock
+from runspec.store.offlimits import layout_of_control_dir, off_limits
 from runspec.trainer import control, firststep
 from runspec.trainer.control import EpochMarker, FileStat, TrainerOutcome, TrainerResult, TrainJob
-from runspec.trainer.modelbuild import build_model, resolve_device
+from runspec.trainer.modelbuild import build_model, resolve_device, weights_ref
 
 # A hidden option for the tests: route training through LibreYOLO's multi-GPU coordinator with
 # this many CPU ranks, so the path production takes with `device: "0,1,..."` runs without GPUs.
@@ -150,6 +152,9 @@ def train_kwargs(job: TrainJob, device: str, callback: StopControl) -> dict[str,
     kwargs: dict[str, Any] = {aliases.get(k, k): v for k, v in job.args.items()}
     kwargs.pop("pretrained", None)  # handled when the model is built
     kwargs.pop("task", None)
+    teacher = kwargs.get("distill_model")
+    if isinstance(teacher, str):  # relative to the weights cache, as the student's model is
+        kwargs["distill_model"] = weights_ref(teacher, Path(job.weights_cache))
     kwargs.update(
         data=job.data,
         epochs=job.epochs,
@@ -330,6 +335,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return control.EXIT_DUPLICATE
+    # Outside systemd (a session trainer) its unit's walls are its own to put up, before the
+    # dataset's files and the loaders run; under its unit they change nothing.
+    for refused in wall_in(off_limits(layout_of_control_dir(Path(job.control_dir)))):
+        print(f"runspec.trainer: {refused}", file=sys.stderr)
     # Stamped like runspec.log's lines: `runspec logs` puts what comes between (LibreYOLO's
     # lines, a traceback) in time order with runspec's own.
     print(f"{utc_iso(SYSTEM.time())} runspec.trainer: starting (pid {os.getpid()})", flush=True)

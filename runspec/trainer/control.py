@@ -66,7 +66,10 @@ class TrainJob:
     save_period: int
     project: str  # LibreYOLO's project folder; the run folder is project/name
     control_dir: str
-    work_dir: str  # the trainer's working directory: the persistent weights cache
+    # The persistent weights cache every run shares: where model names and relative checkpoint
+    # paths resolve (runspec.trainer.modelbuild). Not the working directory: that is the run
+    # folder, so nothing another run left in the cache is where this trainer starts.
+    weights_cache: str
     log: str  # where the trainer's stdout/stderr go
     args: dict[str, Any] = field(default_factory=dict)  # other LibreYOLO train options
     env: dict[str, str] = field(default_factory=dict)  # extra, non-secret environment
@@ -99,7 +102,7 @@ class TrainJob:
             save_period=t.save_period,
             project=str(paths.project.resolve()),
             control_dir=str(paths.control_dir.resolve()),
-            work_dir=str(paths.weights_cache.resolve()),
+            weights_cache=str(paths.weights_cache.resolve()),
             log=str((paths.run_dir / CONSOLE_LOG).resolve()),
             args=dict(t.args),
             env=dict(spec.env),
@@ -115,6 +118,8 @@ class TrainJob:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TrainJob:
         values = dict(data)
+        if "work_dir" in values:  # written by a runspec before the field was renamed
+            values["weights_cache"] = values.pop("work_dir")
         if isinstance(values.get("imgsz"), list):
             values["imgsz"] = tuple(values["imgsz"])
         return cls(**values)

@@ -65,7 +65,7 @@ def _trainer_argv(job_file: Path) -> list[str]:
 
 def _make_folders(job: TrainJob) -> None:
     Path(job.log).parent.mkdir(mode=RUN_DIR_MODE, parents=True, exist_ok=True)
-    Path(job.work_dir).mkdir(parents=True, exist_ok=True)
+    Path(job.weights_cache).mkdir(parents=True, exist_ok=True)
 
 
 def _start_session(job: TrainJob, job_file: Path) -> tuple[subprocess.Popen[bytes], int]:
@@ -75,7 +75,7 @@ def _start_session(job: TrainJob, job_file: Path) -> tuple[subprocess.Popen[byte
     with open_log(job.log) as out:
         proc = subprocess.Popen(
             _trainer_argv(job_file),
-            cwd=job.work_dir,
+            cwd=job.run_dir,  # its own, not the cache other runs write (issue 18)
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,

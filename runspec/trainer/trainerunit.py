@@ -6,7 +6,7 @@ so its unit gets what training needs and no more:
 - `UMask=0077`: the run folder, the weights and the logs are the owner's alone.
 - `NoNewPrivileges=`, and `ProtectSystem=strict` with writes only to its run folder, its control
   folder, the staged data (LibreYOLO's disk cache writes beside the images), the Hub cache
-  (HF_HOME) and its working directory (the weights cache); read-only homes; a `PrivateTmp=`
+  (HF_HOME) and the weights cache; read-only homes; a `PrivateTmp=`
   unless the run's own folders are in the shared /tmp.
   The devices stay as they are: the GPUs, and the NVLink or InfiniBand adapters NCCL may use.
 - An environment without secrets: the launcher's own, less every secret and systemd's
@@ -37,6 +37,7 @@ from typing import BinaryIO
 from runspec.clock import SYSTEM
 from runspec.errors import RunspecError
 from runspec.secrets.secretenv import child_environ, hub_token, trainer_needs_hub_token
+from runspec.store.offlimits import off_limits
 from runspec.store.paths import RunPaths
 from runspec.trainer.control import TrainJob
 
@@ -118,7 +119,7 @@ def writable_paths(job: TrainJob, paths: RunPaths) -> list[Path]:
         paths.data_root,
         Path(job.data).parent,
         _hf_home(job),
-        Path(job.work_dir),
+        Path(job.weights_cache),
     ]
     return list(dict.fromkeys(p.absolute() for p in found))
 
@@ -181,25 +182,46 @@ WALLS = (
     "RestrictSUIDSGID=yes",
     "LockPersonality=yes",
 )
-# Root's files the trainer must never read, root-owned and so readable by uid 0 even without
-# a capability: the daemon's environment file (provider keys, the token) and its config.
-SECRET_FOLDERS = (Path("/etc/runspec"),)
 
 
-def _not_the_trainers(paths: RunPaths) -> list[Path]:
-    """runspec's own files that are none of the trainer's business: the keys' folder, the
-    inbox and the claimed specs (a spec written there runs its finish.command as the daemon),
-    and the machine's end."""
-    layout = paths.layout
-    state = [layout.inbox, layout.claimed]
-    return [*SECRET_FOLDERS, *state, layout.machine_file, layout.machine_lock]
+def _bind(path: Path) -> str:
+    text = str(path).replace("\\", "\\\\").replace(":", "\\:")  # BindPaths= reads SRC:DST
+    return '"-' + text.replace('"', '\\"') + '"'
 
 
-def sandbox_properties(job: TrainJob, paths: RunPaths, *, needs_token: bool) -> list[str]:
+def others_hidden(paths: RunPaths, writable: Sequence[Path]) -> list[str]:
+    """Other runs' job folders and run folders are none of this one's business (their weights,
+    their specs): an empty read-only tmpfs over the jobs folder and over the project folder,
+    with this run's own folders bound back (its job folder read-only, its writable folders as
+    they were). Runs made after this unit started are hidden too. Not over a folder that holds
+    runspec's code or its Python (a project folder made above them): that one stays seen."""
+    code = [Path(sys.prefix).resolve(), Path(RUNSPEC_CODE), Path(sys.base_prefix).resolve()]
+    props = []
+    for cover in dict.fromkeys([paths.layout.jobs.absolute(), paths.project.absolute()]):
+        if cover in writable or ":" in str(cover):  # a writable folder stays whole
+            continue
+        if any(c.is_relative_to(cover) for c in code):
+            continue
+        own = [p for p in writable if p.is_relative_to(cover) and p != cover]
+        job = paths.job_dir.absolute()
+        read_only = [job] if job.is_relative_to(cover) else []
+        props.append("TemporaryFileSystem=" + _quoted(cover).replace('"-', '"', 1)[:-1] + ':ro"')
+        if read_only:
+            props.append("BindReadOnlyPaths=" + " ".join(_bind(p) for p in read_only))
+        if own:
+            props.append("BindPaths=" + " ".join(_bind(p) for p in own))
+    return props
+
+
+def sandbox_properties(
+    job: TrainJob, paths: RunPaths, *, needs_token: bool, writable: Sequence[Path] | None = None
+) -> list[str]:
+    """The trainer's walls. The preflight's child gets the same with its own `writable` (the
+    folders its checks probe) in place of the trainer's."""
     props = ["UMask=0077", "NoNewPrivileges=yes"]
     if os.geteuid() != 0:
         return props
-    writable = writable_paths(job, paths)
+    writable = writable_paths(job, paths) if writable is None else list(writable)
     # A private /tmp would hide the run's own folders when they lie in the shared one (a state
     # folder made by mktemp, a test's): then the trainer keeps the shared /tmp, writable, for
     # torch's caches and temporary files need one (ProtectSystem=strict alone leaves it
@@ -212,7 +234,8 @@ def sandbox_properties(job: TrainJob, paths: RunPaths, *, needs_token: bool) -> 
         "ReadWritePaths=" + " ".join(_quoted(p) for p in writable),
         "ProtectHome=read-only",
         *WALLS,
-        "InaccessiblePaths=" + quoted_list(_not_the_trainers(paths)),
+        "InaccessiblePaths=" + quoted_list(off_limits(paths.layout)),
+        *others_hidden(paths, writable),
     ]
     if not shared_tmp:
         props.append("PrivateTmp=yes")
@@ -236,7 +259,8 @@ def systemd_run_command(
         # unit runs, which keeps running on its own descriptors.
         "--pipe",
         "--quiet",
-        f"--property=WorkingDirectory={job.work_dir}",
+        # Its own run folder: not the weights cache, which every run writes.
+        f"--property=WorkingDirectory={job.run_dir}",
         # The trainer's own SIGTERM handler asks for a graceful stop; the whole cgroup (the
         # multi-GPU coordinator and its ranks) is killed only when `systemctl kill` says so.
         "--property=KillMode=mixed",
@@ -244,12 +268,29 @@ def systemd_run_command(
     ]
     props = sandbox_properties(job, paths, needs_token=needs_token)
     cmd += [f"--property={prop}" for prop in props]
-    env = trainer_env(job, with_token=False)  # the token, if any, goes by the pipe
+    cmd += setenv_args(trainer_env(job, with_token=False))  # the token, if any, by the pipe
+    return [*cmd, "--", *argv]
+
+
+def setenv_args(env: dict[str, str]) -> list[str]:
+    """systemd-run's --setenv= for each variable systemd can take."""
     skipped = sorted(k for k, v in env.items() if not _settable(k, v))
     if skipped:
-        log.debug("not passed to the trainer unit (systemd cannot take them): %s", skipped)
-    cmd += [f"--setenv={k}={v}" for k, v in sorted(env.items()) if _settable(k, v)]
-    return [*cmd, "--", *argv]
+        log.debug("not passed to the unit (systemd cannot take them): %s", skipped)
+    return [f"--setenv={k}={v}" for k, v in sorted(env.items()) if _settable(k, v)]
+
+
+def token_pipe(token: str | None) -> int:
+    """A pipe holding the token for the unit's stdin (runspec.trainer.tokenpipe), or DEVNULL;
+    the caller closes a pipe's end once the unit's runner has it."""
+    if token is None:
+        return subprocess.DEVNULL
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, (token + "\n").encode())  # far below a pipe's buffer
+    finally:
+        os.close(write_end)
+    return read_end
 
 
 def open_log(path: str) -> BinaryIO:
@@ -306,13 +347,7 @@ def start_unit(
     if token is not None:
         argv = isolated(python, "runspec.trainer.tokenpipe", *argv)
     cmd = systemd_run_command(job, paths, argv, needs_token=needs_token)
-    stdin: int = subprocess.DEVNULL
-    if token is not None:
-        stdin, write_end = os.pipe()
-        try:
-            os.write(write_end, (token + "\n").encode())  # far below a pipe's buffer
-        finally:
-            os.close(write_end)
+    stdin = token_pipe(token)
     try:
         with open_log(job.log) as out:
             runner = subprocess.Popen(cmd, stdin=stdin, stdout=out, stderr=out)

@@ -21,14 +21,10 @@ import pytest
 from tests.fixtures_daemon import wait_until
 from tests.fixtures_providers import StandIn, vast_answers_stopped
 from tests.fixtures_system import REPO, Installed
+from tests.system.walls import SECRETS, as_unit, probe_the_walls
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(900)]
 
-SECRETS = {
-    "CONTAINER_API_KEY": "vast-key-sandbox-system-test",
-    "RUNPOD_API_KEY": "runpod-key-sandbox-system-test",
-    "HF_TOKEN": "hf_sandboxsystemtest0123456789",
-}
 TRAIN = (
     "dataset:\n  synthetic: {train: 8, val: 4, imgsz: 64, classes: 3, seed: 0}\n"
     "train:\n  model: yolo9-t\n  epochs: EPOCHS\n  batch: 4\n  imgsz: 32\n  device: cpu\n"
@@ -43,33 +39,6 @@ def _environ(inst: Installed, pid: int) -> dict[str, str]:
     return dict(line.split("=", 1) for line in raw.splitlines() if "=" in line)
 
 
-def _probe_the_walls(inst: Installed, pid: int) -> None:
-    """What a hostile trainer would try, from its own mount namespace and with its own
-    credentials (uid 0, no capability, as its unit's empty bounding set leaves it)."""
-    c = inst.container
-    daemon = c.show("runspecd.service", "MainPID")["MainPID"]
-    assert c.sh(f"grep CapBnd /proc/{pid}/status").stdout.split()[1] == "0000000000000000"
-
-    def as_trainer(command: str) -> subprocess.CompletedProcess[str]:
-        drop = "setpriv --bounding-set=-all --inh-caps=-all --no-new-privs --"
-        return c.sh(f"nsenter -t {pid} -m {drop} sh -c '{command}'", check=False)
-
-    for probe in (
-        "cat /etc/runspec/env",  # the provider keys
-        f"cat /proc/{daemon}/environ",  # the same keys, in the daemon's memory
-        "mount -o remount,rw,bind /var/lib/runspec",
-        "mount -o remount,rw,bind /etc",
-        "echo x > /var/lib/runspec/inbox/planted.yaml",
-        "echo x > /etc/planted",
-    ):
-        out = as_trainer(probe)
-        assert out.returncode != 0, (probe, out.stdout)
-        assert not any(value in out.stdout for value in SECRETS.values()), probe
-    assert not (inst.state / "inbox" / "planted.yaml").exists()
-    # The probe itself works: the trainer's own folder takes the write it makes the same way.
-    assert as_trainer("echo x > /var/lib/runspec/runs/sbx/probe-as-trainer").returncode == 0
-
-
 @pytest.mark.training
 def test_the_trainer_unit_is_sandboxed_and_holds_no_secret(runspecd_container: Installed) -> None:
     inst, c = runspecd_container, runspecd_container.container
@@ -80,6 +49,11 @@ def test_the_trainer_unit_is_sandboxed_and_holds_no_secret(runspecd_container: I
     login = "/root/.cache/huggingface/token"
     c.sh(f"mkdir -p {Path(login).parent} && echo hf_storedlogin0123456789 > {login}")
     c.sh("systemctl restart runspecd")  # started at boot: it reads the file again
+    # Another run's folders, there before this one: its record and its weights.
+    (inst.state / "jobs/other").mkdir(parents=True)
+    (inst.state / "jobs/other/notes.txt").write_text('{"name": "other-run-record"}\n')
+    (inst.state / "runs/other/weights").mkdir(parents=True)
+    (inst.state / "runs/other/weights/last.pt").write_text("other-run-weights\n")
     spec = "runspec: 1\nname: sbx\n" + TRAIN.replace("EPOCHS", "200") + "finish: {action: none}\n"
     inst.submit("sbx", spec)
     wait_until(lambda: inst.record("sbx").get("epoch", 0) >= 1, timeout=300)
@@ -112,7 +86,17 @@ def test_the_trainer_unit_is_sandboxed_and_holds_no_secret(runspecd_container: I
         assert denied.returncode != 0 and "Read-only file system" in denied.stderr, outside
     for inside in ("/var/lib/runspec/runs/sbx/probe", "/var/lib/runspec/jobs/sbx/control/probe"):
         assert write(inside).returncode == 0, inside
-    _probe_the_walls(inst, pid)
+    probe_the_walls(inst, pid, "/var/lib/runspec/runs/sbx")
+    # It works in its own run folder, not in the weights cache every run writes.
+    assert c.sh(f"readlink /proc/{pid}/cwd").stdout.strip() == "/var/lib/runspec/runs/sbx"
+    # Other runs' folders are not there for it, those made after it started included.
+    (inst.state / "jobs/later").mkdir()
+    (inst.state / "jobs/later/notes.txt").write_text('{"name": "later-run-record"}\n')
+    for other in ("jobs/other/notes.txt", "runs/other/weights/last.pt", "jobs/later/notes.txt"):
+        seen = as_unit(inst, pid, f"cat /var/lib/runspec/{other}")
+        assert seen.returncode != 0 and "run-" not in seen.stdout, (other, seen.stdout)
+    assert as_unit(inst, pid, "ls /var/lib/runspec/jobs").stdout.split() == ["sbx"]
+    assert as_unit(inst, pid, "ls /var/lib/runspec/runs").stdout.split() == ["sbx"]
     # yolo9-t needs no token: the stored login is hidden from it (an empty, inaccessible node
     # in its place), not merely read-only.
     hidden = c.sh(f"nsenter -t {pid} -m cat {login}", check=False)

@@ -1,0 +1,111 @@
+"""A child that runs third-party code walls itself in before it loads any (the preflight's
+child, outside systemd; under systemd its unit does this and more).
+
+Root outside systemd (`runspec run` in a container, `runspec preflight`) hands its children
+every capability: one could remount, ptrace the launcher or read anything. So, first thing:
+
+- with CAP_SYS_ADMIN, a mount namespace of its own in which the folders it must never see
+  (runspec.store.offlimits: /etc/runspec, the inbox, the claimed specs) are covered by an
+  empty read-only tmpfs: uid 0 reads root's 0600 env file without any capability, so only
+  not seeing it keeps the keys out of reach;
+- no capability left: an empty bounding set, no ambient ones, empty effective, permitted and
+  inheritable sets (what it execs gets none back either);
+- no new privileges (no setuid program gives any), and not dumpable (no capability-less
+  process of the same uid reads its environment, which may hold the Hub token).
+
+Each step is tried on its own; what the kernel refused is returned, to be said, never fatal:
+a child with fewer walls still runs its checks.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from runspec.secrets.undumpable import make_undumpable
+
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+CAP_SYS_ADMIN = 21
+CLONE_NEWNS = 0x00020000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REC, MS_PRIVATE = 0x4000, 1 << 18
+_CAP_VERSION_3 = 0x20080522
+LAST_CAP = 63
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def has_capability(cap: int) -> bool:
+    """Whether `cap` is in this process's effective set (/proc/self/status, CapEff)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> cap & 1)
+    return False
+
+
+def _hide(libc: ctypes.CDLL, hidden: Sequence[Path]) -> list[str]:
+    if libc.unshare(CLONE_NEWNS) != 0:
+        return [f"no mount namespace of its own (errno {ctypes.get_errno()})"]
+    # Our mounts stay ours: nothing made here reaches the launcher's namespace.
+    if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        return [f"cannot make its mounts private (errno {ctypes.get_errno()})"]
+    refused = []
+    flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+    for folder in hidden:
+        if not folder.is_dir():
+            continue  # a file (the machine's end) is no key; the folders hold them
+        where = os.fsencode(folder)
+        if libc.mount(b"tmpfs", where, b"tmpfs", flags, b"size=4k,mode=000") != 0:
+            refused.append(f"cannot hide {folder} (errno {ctypes.get_errno()})")
+    return refused
+
+
+def _drop_capabilities(libc: ctypes.CDLL) -> list[str]:
+    refused = []
+    for cap in range(LAST_CAP + 1):
+        # EINVAL past the kernel's last capability; EPERM without CAP_SETPCAP, which a launcher
+        # without capabilities (the daemon's unit) already runs with an empty bounding set.
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 22:
+            break
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = _CapHeader(_CAP_VERSION_3, 0)
+    empty = (_CapData * 2)()
+    if libc.capset(ctypes.byref(header), empty) != 0:
+        refused.append(f"cannot drop its capabilities (errno {ctypes.get_errno()})")
+    return refused
+
+
+def wall_in(hidden: Sequence[Path]) -> list[str]:
+    """Hide `hidden`, drop every capability, no new privileges, not dumpable; returns what the
+    kernel refused (empty when every wall stands)."""
+    try:
+        libc = _libc()
+    except OSError as exc:
+        return [f"no walls: {exc}"]
+    refused = _hide(libc, hidden) if has_capability(CAP_SYS_ADMIN) else []
+    refused += _drop_capabilities(libc)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        refused.append(f"cannot refuse new privileges (errno {ctypes.get_errno()})")
+    if not make_undumpable():
+        refused.append("cannot make itself undumpable")
+    return refused
