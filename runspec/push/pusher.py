@@ -28,6 +28,7 @@ from runspec.clock import SYSTEM, Clock, human_duration, utc_iso
 from runspec.meter import Meter
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line, scrub
 from runspec.push.collect import Stager, is_immutable
+from runspec.push.hubrecord import push_first_card, stage_record
 from runspec.push.manifest import MANIFEST, Manifest, ManifestEntry
 from runspec.push.sending import send
 from runspec.push.targets import kind_of
@@ -289,7 +290,8 @@ class Pusher:
         manifest_file = self.stager.add_manifest(
             json.dumps(manifest.to_json(), indent=2, sort_keys=True) + "\n"
         )
-        uploads.append(manifest_file)
+        record_file = stage_record(self.stager, self.owner.record, manifest)
+        uploads += [manifest_file, record_file]
         what = f"epoch {epoch}" if epoch is not None else "no epoch yet"
         message = f"runspec: {what}{' (final)' if final else ''}"
 
@@ -301,7 +303,8 @@ class Pusher:
                       clock=self.clock, snapshot=self.paths.transfer_file)  # fmt: skip
         commit = send(self.target, uploads, message, meter)
         sent = self.clock.monotonic() - sending
-        problems = self.target.verify(commit, [*manifest.entries, manifest_file.entry], uploads)
+        ours = [manifest_file.entry, record_file.entry]
+        problems = self.target.verify(commit, [*manifest.entries, *ours], uploads)
         if not problems and final and self.spec.push is not None and self.spec.push.read_back:
             # The target's record is what the client declared: read the final weights back
             # and hash the bytes the target really serves before anyone may end the machine.
@@ -348,6 +351,7 @@ class Pusher:
     ) -> PushRecord:
         nbytes = sum(item.entry.size for item in uploads)
         seconds = self.clock.monotonic() - started
+        first = self.verified is None  # the run's first verified push: a first card follows
         manifest.write(self.verified_file)
         self.verified = manifest
         self._sent_bytes += nbytes
@@ -383,4 +387,6 @@ class Pusher:
             f"pushed {what}{final} to {self.target.description}: "
             f"{count} files{went}, {format_bytes(nbytes)} in {took}, verified{at}"
         )
+        if first and not manifest.final:  # a final push gets its own card next
+            push_first_card(self.spec, self.paths, self.owner.record, self.target, self.progress)
         return pushed
