@@ -7,9 +7,13 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from runspec.commands import add_format, add_state, print_json, state_dir
 from runspec.errors import Outcome
+
+if TYPE_CHECKING:
+    from runspec.spec.model import Spec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,6 +25,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print the finish action instead of doing it",
     )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue a stopped run from its newest intact checkpoint (here, or on a fresh "
+        "disk the verified one at its push target), with a new budget of its wall_clock",
+    )
+    parser.add_argument(
+        "--keep-budget",
+        action="store_true",
+        help="with --resume: keep only what is left of the budget, counted from its start",
+    )
+
+
+def _resume(args: argparse.Namespace, spec: Spec, state: Path) -> str | None:
+    """With --resume, the run reopened (the caller holds its lock); what to say of it."""
+    from runspec.errors import UsageError
+    from runspec.run.resume import resume_run
+
+    if args.keep_budget and not args.resume:
+        raise UsageError("--keep-budget goes with --resume")
+    if not args.resume:
+        return None
+    done = resume_run(spec, state, keep_budget=args.keep_budget, via="runspec run --resume")
+    where = done.checkpoint.name if done.checkpoint is not None else "its preflight"
+    return f"resuming from {where} ({done.source}); {done.budget_line}"
 
 
 def run(args: argparse.Namespace) -> Outcome:
@@ -46,6 +75,7 @@ def run(args: argparse.Namespace) -> Outcome:
     lock = RunLock(paths)
     lock.acquire()
     try:
+        resumed = _resume(args, spec, state)
         git = git_info(args.spec)
         accept(spec, state, {"via": "runspec run", **({"git": git} if git else {})})
         paths = RunPaths.for_spec(spec, state)
@@ -67,6 +97,8 @@ def run(args: argparse.Namespace) -> Outcome:
             LifecycleOptions(finish_dry_run=args.finish_dry_run, progress=progress),
             lock=lock,
         )
+        if resumed is not None:
+            lifecycle.say(resumed)
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
             lifecycle.requests.interrupt()  # sets a flag; a second signal sets the abort flag
