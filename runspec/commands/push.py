@@ -4,16 +4,25 @@ A Hub outage through the final push, or a wrong token fixed since, leaves a fini
 weights exist only on this disk (`pushed: NOTHING VERIFIED`, exit 3). This sends what the run's
 final push would have sent (its weights, logs and record, then its card), verifies it as a final
 push does (read-back included where the spec asks for it), and says what it verified. It
-applies no finish: the machine stays as it is. Exit 0 when verified, 3 when still not, 2 for a
-run that is not there, not finished or driven by someone else.
+applies no finish unless asked (`--finish`): then the run goes back to its finish and the
+machine's end judges it by the same gate as at a run's own end (the verdict on every run's
+files), never a looser one. Exit 0 when verified, 3 when still not (no finish is applied
+then), 2 for a run that is not there, not finished or driven by someone else.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from runspec.commands import add_format, add_name, add_state, print_json, state_dir
 from runspec.errors import Outcome
+
+if TYPE_CHECKING:
+    from runspec.spec.model import Spec
+    from runspec.store.owner import RunOwner
+    from runspec.store.paths import RunPaths
 
 PUSH_TIMEOUT_S = 600.0
 
@@ -26,8 +35,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=PUSH_TIMEOUT_S,
         help="seconds to keep trying before giving up (default 600)",
     )
+    parser.add_argument(
+        "--finish",
+        action="store_true",
+        help="then apply the spec's finish, through the same gate as a run's own end",
+    )
     add_state(parser)
     add_format(parser)
+
+
+def _finish(spec: Spec, paths: RunPaths, owner: RunOwner, say: Callable[[str], None]) -> None:
+    from runspec.machine.endgame import Endgame
+    from runspec.run.resume import refinish
+
+    refinish(owner.record, owner.store)
+    Endgame(paths.layout, say=say).finish_run(spec, paths, owner)
+
+
+def _said(owner: RunOwner) -> str:
+    return str(owner.record.finish.get("summary") or owner.record.reason)
 
 
 def run(args: argparse.Namespace) -> Outcome:
@@ -74,6 +100,8 @@ def run(args: argparse.Namespace) -> Outcome:
         if pushed is not None:
             prepare(spec, paths, owner.record, say)
             push_card(pusher.target, paths, say, args.timeout)
+        if pushed is not None and args.finish:
+            _finish(spec, paths, owner, say)
     finally:
         lock.release()
     if as_json:
@@ -89,7 +117,12 @@ def run(args: argparse.Namespace) -> Outcome:
         at = f" at commit {pushed.commit[:10]}" if pushed.commit else ""
         print(
             f"verified: epoch {pushed.epoch}, {len(pushed.files)} files at "
-            f"{pusher.target.description}{at}; no finish applied (the machine stays)"
+            f"{pusher.target.description}{at}; "
+            + (
+                f"finish: {_said(owner)}"
+                if args.finish
+                else "no finish applied (the machine stays)"
+            )
         )
     else:
         print(error(f"NOT verified: {owner.record.push_error or 'the push did not verify'}"))

@@ -232,3 +232,17 @@ def _clear_trainer(paths: RunPaths) -> None:
     paths.cancel_file.unlink(missing_ok=True)
     for name in (control.RESULT_FILE, control.STOP_FILE, control.STOPPING_FILE):
         (paths.control_dir / name).unlink(missing_ok=True)
+
+
+def refinish(record: RunRecord, store: RecordStore, clock: Clock = SYSTEM) -> None:
+    """A finished run back to its finish (`runspec push NAME --finish`, once its final push is
+    verified): the machine's end judges it again, by the same gate as at its first end."""
+    now = utc_iso(clock.time())
+    reason = "finish asked again after a verified push (runspec push --finish)"
+    record.history.append(
+        {"time": now, "from": record.status.value, "to": "finishing", "reason": reason}
+    )
+    record.status, record.reason, record.finish, record.ended_at = (
+        RunStatus.FINISHING, reason, {}, None,
+    )  # fmt: skip
+    store.save(record)
