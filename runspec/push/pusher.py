@@ -387,6 +387,8 @@ class Pusher:
             f"pushed {what}{final} to {self.target.description}: "
             f"{count} files{went}, {format_bytes(nbytes)} in {took}, verified{at}"
         )
-        if first and not manifest.final:  # a final push gets its own card next
+        # The repo's `runspec` tag (its card) from the first push on: a live run is findable on
+        # the Hub. A final push gets its own card next; a folder gets its card at the end.
+        if first and not manifest.final and self.target.key == "hub":
             push_first_card(self.spec, self.paths, self.owner.record, self.target, self.progress)
         return pushed
