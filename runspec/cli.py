@@ -39,7 +39,7 @@ from runspec.voice import Stream, setup_logging
 log = logging.getLogger("runspec")
 
 # The commands that write a run's files.
-OWNER_ONLY = frozenset({"run", "daemon", "preflight"})
+OWNER_ONLY = frozenset({"run", "daemon", "preflight", "push"})
 
 # (command, module, one-line help), in the order `runspec --help` lists them.
 COMMANDS: list[tuple[str, str, str]] = [
@@ -56,6 +56,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("logs", "logs", "a run's story: runspec's lines and the training's output (-f follows)"),
     ("cancel", "cancel", "stop a run at the next epoch boundary, push, keep the machine"),
     ("rm", "rm", "retire a finished run so its name is free; its weights stay"),
+    ("push", "push", "push and verify what a finished run left unverified; no finish applied"),
     ("install", "install", "put the systemd unit, folders and default config in place"),
 ]
 

@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
+from tests.hubmodels import list_models
 from tests.hubrepo import CHUNK, LFS_THRESHOLD, Entry, Repo, Request, blob_id, lfs_entry
 
 if TYPE_CHECKING:
@@ -119,6 +120,8 @@ class Handler(BaseHTTPRequestHandler):
             return "agent", lambda: self._json(404, {"error": "not found"})
         if method == "GET" and path == "/api/whoami-v2" and self.hub.whoami is not None:
             return "whoami", lambda: self._json(200, self.hub.whoami)
+        if method == "GET" and path == "/api/models":
+            return "list_models", lambda: self._json(200, list_models(self.hub.repos, self._query))
         if method == "POST" and path == "/api/repos/create":
             return "create_repo", self._create_repo
         if method == "POST" and path == "/api/validate-yaml":

@@ -104,6 +104,11 @@ class HubServer:
         with self._lock:
             self._faults.setdefault(op, []).append(Fault(mode, times, status, method))
 
+    def clear_faults(self) -> None:
+        """Every fault asked for and not yet taken is dropped (the outage is over)."""
+        with self._lock:
+            self._faults.clear()
+
     def lie_about_sha256(self, path: str | None = None) -> None:
         """paths-info reports a wrong sha256 (and blob id) for `path`, or for every file."""
         with self._lock:

@@ -46,11 +46,16 @@ def test_a_card_goes_out_after_the_verified_weights(
 ) -> None:
     out = _run(write_spec, hub_env, "cardok", 1)
     commits = hub_server.repo("me/cardok").commits
-    # Each commit holds the repo's files after it: the first with a card is the last of all,
-    # right after the first with the final record.
-    final = next(i for i, (_, files, _) in enumerate(commits) if "runspec/record.json" in files)
-    card = next(i for i, (_, files, _) in enumerate(commits) if "README.md" in files)
-    assert card == final + 1 == len(commits) - 1, [sorted(f) for _, f, _ in commits]
+    messages = [message for _, _, message in commits]
+    # Every push carries the record; the card comes in a commit of its own right after
+    # verified weights: a first card after the first push (the repo's `runspec` tag), the
+    # final card last of all, right after the final weights.
+    assert all("runspec/record.json" in files for _, files, _ in commits), messages
+    final = next(i for i, m in enumerate(messages) if m.endswith("(final)"))
+    assert messages[final + 1 :] == ["runspec: model card"], messages
+    if final > 0:
+        assert messages[:2] == ["runspec: epoch 1", "runspec: model card"], messages
+        assert "README.md" not in commits[0][1]
     assert "model card pushed to hub me/cardok" in out
 
 

@@ -42,7 +42,8 @@ def test_push_lands_in_the_run_folder_layout(make_run: MakeRun) -> None:
     manifest = json.loads((out / "runspec/manifest.json").read_text())
     assert {f["path"] for f in manifest["files"]} == {
         p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()
-    } - {"runspec/manifest.json"}
+    } - {"runspec/manifest.json", "runspec/record.json"}  # neither lists itself
+    assert json.loads((out / "runspec/record.json").read_text())["name"] == run.spec.name
     assert not list(out.rglob("*.partial"))
     assert run.reload().last_push == pushed
 

@@ -34,11 +34,13 @@ def test_first_push_lands_whole_and_is_verified(hub_server: HubServer, make_run:
     assert hub_server.repo("me/run1").private
     record = run.reload()
     assert record.last_push is not None
-    assert record.last_push.commit == hub_server.repo("me/run1").sha
+    assert record.last_push.commit == hub_server.repo("me/run1").commits[0][0]
     assert record.push_error is None
     assert any("pushed epoch 2" in line and "verified" in line for line in run.lines)
-    # One commit for the whole push, its message naming the epoch.
-    assert [msg for _, _, msg in hub_server.repo("me/run1").commits] == ["runspec: epoch 2"]
+    # One commit for the whole push, its message naming the epoch; the first card (the
+    # repo's `runspec` tag) follows in a commit of its own.
+    messages = [msg for _, _, msg in hub_server.repo("me/run1").commits]
+    assert messages == ["runspec: epoch 2", "runspec: model card"]
 
 
 def test_manifest_lists_every_file_with_its_hash(hub_server: HubServer, make_run: MakeRun) -> None:
@@ -50,7 +52,9 @@ def test_manifest_lists_every_file_with_its_hash(hub_server: HubServer, make_run
     assert listed["weights/last.pt"]["sha256"] == sha256(run.run_dir / "weights/last.pt")
     assert listed["weights/last.pt"]["epoch"] == 2
     assert listed["weights/last.pt"]["size"] == (run.run_dir / "weights/last.pt").stat().st_size
-    assert set(listed) == set(hub_server.files("me/run1")) - {"runspec/manifest.json"}
+    # Not listed: the manifest itself, the record beside it and the card after it.
+    ours = {"runspec/manifest.json", "runspec/record.json", "README.md"}
+    assert set(listed) == set(hub_server.files("me/run1")) - ours
 
 
 def test_unchanged_files_are_not_sent_again(hub_server: HubServer, make_run: MakeRun) -> None:

@@ -16,8 +16,10 @@ def verified_epoch(run: FakeRun) -> int | None:
 
 
 def commits(hub: HubServer, run: FakeRun) -> list[str]:
+    """The pushes' commits (the first card's own commit after the first push left out)."""
     repo = hub.repos.get(("model", f"me/{run.spec.name}"))
-    return [msg for _, _, msg in repo.commits] if repo else []
+    found = [msg for _, _, msg in repo.commits] if repo else []
+    return [msg for msg in found if msg != "runspec: model card"]
 
 
 def test_checkpoint_rules(hub_server: HubServer, make_run: MakeRun) -> None:

@@ -37,6 +37,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "action, exit 75 for a fresh machine (default: recognised from SKYPILOT_TASK_ID, "
         "DSTACK_RUN_ID or RUNSPEC_ENGINE)",
     )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue a stopped run from its newest intact checkpoint (here, or on a fresh "
+        "disk the verified one at its push target), with a new budget of its wall_clock",
+    )
+    parser.add_argument(
+        "--keep-budget",
+        action="store_true",
+        help="with --resume: keep only what is left of the budget, counted from its start",
+    )
+
+
+def _resume(
+    args: argparse.Namespace, spec: Spec, state: Path, engine: EngineContext | None
+) -> str | None:
+    """With --resume, or under an engine after an earlier attempt, the run reopened (the
+    caller holds its lock); what to say of it."""
+    from runspec.errors import UsageError
+    from runspec.run.resume import resume_run, resume_under_engine
+
+    if args.keep_budget and not args.resume:
+        raise UsageError("--keep-budget goes with --resume")
+    if engine is not None and not args.resume:
+        done = resume_under_engine(spec, state, engine.title)
+        if done is None:
+            return None
+    elif not args.resume:
+        return None
+    else:
+        done = resume_run(spec, state, keep_budget=args.keep_budget, via="runspec run --resume")
+    where = done.checkpoint.name if done.checkpoint is not None else "its preflight"
+    return f"resuming from {where} ({done.source}); {done.budget_line}"
 
 
 def run(args: argparse.Namespace) -> Outcome:
@@ -65,6 +98,7 @@ def run(args: argparse.Namespace) -> Outcome:
     lock = RunLock(paths)
     lock.acquire()
     try:
+        resumed = _resume(args, spec, state, engine)
         git = git_info(args.spec)
         accept(spec, state, {"via": "runspec run", **({"git": git} if git else {})})
         paths = RunPaths.for_spec(spec, state)
@@ -97,6 +131,8 @@ def run(args: argparse.Namespace) -> Outcome:
             lock=lock,
         )
         watch = None if engine is None else engine_watch(engine, lifecycle, progress)
+        if resumed is not None:
+            lifecycle.say(resumed)
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
             lifecycle.requests.interrupt()  # sets a flag; a second signal sets the abort flag

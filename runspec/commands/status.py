@@ -29,6 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--inbox", type=Path, default=None, help="the daemon's inbox (default: its config's)"
     )
     parser.add_argument("--watch", action="store_true", help="redraw every 2 s until Ctrl-C")
+    parser.add_argument(
+        "--hub",
+        metavar="ORG",
+        default=None,
+        help="the organisation's runs, from the Hub alone (their repos' records; cached)",
+    )
 
 
 def _inbox(args: argparse.Namespace, state: Path) -> Path:
@@ -44,6 +50,20 @@ def _inbox(args: argparse.Namespace, state: Path) -> Path:
         return state / "inbox"  # a broken config is the daemon's to report
 
 
+def _hub(args: argparse.Namespace) -> Outcome:
+    from runspec.clock import SYSTEM
+    from runspec.push.fleetread import fleet
+    from runspec.views.hubfleet import lines
+
+    rows = fleet(args.hub, SYSTEM.time())
+    if args.format == "json":
+        print_json(rows)
+    else:
+        for line in lines(args.hub, rows):
+            print(line)
+    return Outcome.OK
+
+
 def run(args: argparse.Namespace) -> Outcome:
     from runspec.clock import SYSTEM
     from runspec.errors import UsageError
@@ -55,6 +75,8 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.views.runinfo import damaged_info, info
     from runspec.views.statustable import table
 
+    if args.hub:
+        return _hub(args)
     state = state_dir(args)
     inbox = _inbox(args, state)
     store = RecordStore(state)

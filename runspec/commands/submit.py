@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runspec.commands import add_format, add_state, print_json, state_dir
 from runspec.errors import Outcome, Problem
 from runspec.store.paths import CONFIG_FILE
+
+if TYPE_CHECKING:
+    from runspec.daemon.config import DaemonConfig
+    from runspec.spec.model import Spec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,6 +27,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         help=f"the daemon's config, for where its runs go (default {CONFIG_FILE})",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue this stopped run (as `runspec run --resume`); the daemon then drives it",
+    )
+    parser.add_argument(
+        "--keep-budget", action="store_true", help="with --resume: keep the budget that is left"
     )
     add_state(parser)
     add_format(parser)
@@ -40,6 +53,28 @@ def _invalid(args: argparse.Namespace, problems: list[Problem]) -> Outcome:
         for problem in problems:
             print(problem)
     return Outcome.INVALID
+
+
+def _resume(args: argparse.Namespace, spec: Spec, config: DaemonConfig) -> str:
+    """Reopen the stopped run under its lock (refused while the daemon drives it)."""
+    from runspec.errors import UsageError
+    from runspec.run.resume import resume_run
+    from runspec.store.owner import RunLock
+    from runspec.store.paths import RunPaths
+
+    if not args.resume:
+        raise UsageError("--keep-budget goes with --resume")
+    lock = RunLock(RunPaths.decide(spec, config.state, runs=config.runs, data=config.data))
+    lock.acquire()
+    try:
+        done = resume_run(
+            spec, config.state, keep_budget=args.keep_budget, via="runspec submit --resume",
+            runs=config.runs, data=config.data,
+        )  # fmt: skip
+    finally:
+        lock.release()
+    where = done.checkpoint.name if done.checkpoint is not None else "its preflight"
+    return f"{spec.name}: resumes from {where} ({done.source}); {done.budget_line}"
 
 
 def run(args: argparse.Namespace) -> Outcome:
@@ -81,6 +116,7 @@ def run(args: argparse.Namespace) -> Outcome:
         raise UsageError(f"{target} is already waiting in the inbox")
     # The daemon would refuse a taken name into rejected/ and sit idle: say so now, here.
     config = load_config(args.config, state=state_dir(args))
+    resumed = _resume(args, spec, config) if args.resume or args.keep_budget else None
     check_name(spec, config.state, runs=config.runs, data=config.data)
     provenance = describe_submission(args.spec, utc_iso(SYSTEM.time()))
     provenance["sha256"] = spec.sha256
@@ -95,6 +131,8 @@ def run(args: argparse.Namespace) -> Outcome:
         if git:
             dirty = " (dirty tree)" if git["dirty"] else ""
             where = f" from {git['path']} at {(git['commit'] or 'no commit')[:12]}{dirty}"
+        if resumed is not None:
+            print(printable(resumed))
         print(printable(f"submitted {spec.name}{where} -> {target}"))
         print(f"follow it with: runspec status {spec.name}   (or runspec logs {spec.name} -f)")
     return Outcome.OK

@@ -34,7 +34,13 @@ _COMPLETE = ".runspec-complete"
 
 
 class StagingError(RunspecError):
-    """The dataset could not be staged; the message says what to fix."""
+    """The dataset could not be staged; the message says what to fix. `permanent`: no retry
+    on this or a fresh machine can mend it (a missing repo or file, a bad tar), only a fixed
+    spec or dataset; a Hub that could not be reached is not."""
+
+    def __init__(self, message: str, *, permanent: bool = True) -> None:
+        super().__init__(message)
+        self.permanent = permanent
 
 
 def stage_dataset(spec: Spec, paths: RunPaths, progress: Callable[[str], None] = print) -> Path:
@@ -238,11 +244,13 @@ def download_tar(
     # A Hub or proxy that echoes the request puts the token in its answer, and so in these
     # messages, which reach the run's record and the terminal.
     except LocalEntryNotFoundError as exc:
-        raise StagingError(f"could not reach the Hub to fetch {where}: {scrub(str(exc))}") from exc
+        raise StagingError(
+            f"could not reach the Hub to fetch {where}: {scrub(str(exc))}", permanent=False
+        ) from exc
     except HfHubHTTPError as exc:
-        raise StagingError(f"the Hub refused {where}: {scrub(str(exc))}") from exc
+        raise StagingError(f"the Hub refused {where}: {scrub(str(exc))}", permanent=False) from exc
     except OSError as exc:
-        raise StagingError(f"could not fetch {where}: {scrub(str(exc))}") from exc
+        raise StagingError(f"could not fetch {where}: {scrub(str(exc))}", permanent=False) from exc
     path = Path(str(local))
     took = time.monotonic() - started
     size = path.stat().st_size

@@ -10,6 +10,9 @@ from runspec.checkresult import CheckResult, CheckStatus
 from runspec.clock import human_duration
 from runspec.voice import ERROR, INFO, WARNING, Said
 
+# The checks whose failure is the spec's or the dataset's, not this machine's.
+PERMANENT_CHECKS = frozenset({"dataset", "data.yaml", "notify"})
+
 
 @dataclass(frozen=True)
 class PreflightReport:
@@ -29,6 +32,14 @@ class PreflightReport:
     @property
     def failures(self) -> list[CheckResult]:
         return [c for c in self.checks if c.status is CheckStatus.FAIL]
+
+    @property
+    def permanent(self) -> bool:
+        """Whether every failure is one no fresh machine can mend: the dataset, its data.yaml
+        or a notify URL the spec names, and none of them for want of the network."""
+        return bool(self.failures) and all(
+            c.name in PERMANENT_CHECKS and "cannot reach" not in c.message for c in self.failures
+        )
 
     def first_failure(self) -> str:
         """The first failed check and its fix, in one line (a run's termination reason)."""

@@ -151,10 +151,10 @@ class Stager:
             remote.PROVENANCE: paths.provenance_file,
         }
         if final:
-            # A failed run's story must be readable after the machine is gone. The card goes
-            # out after these are verified (runspec.push.cardpush): a card the Hub refuses
-            # must not hold back the weights; the pictures it points at go now.
-            extras[remote.RECORD] = paths.record_file
+            # A failed run's story must be readable after the machine is gone (its record
+            # goes with every push: runspec.push.hubrecord). The card goes out after these
+            # are verified (runspec.push.cardpush): a card the Hub refuses must not hold back
+            # the weights; the pictures it points at go now.
             extras[remote.LOG] = paths.runspec_log
             extras[remote.CURVES] = paths.curves_png
             extras.update({rel: paths.run_dir / rel for rel in libreyolo_plots(paths.run_dir)})
@@ -209,11 +209,15 @@ class Stager:
 
     def add_manifest(self, text: str) -> StagedFile:
         """Stage the manifest itself (pushed with every push, never listed in itself)."""
-        target = self.dir / MANIFEST
+        return self.add_text(MANIFEST, text)
+
+    def add_text(self, rel: str, text: str) -> StagedFile:
+        """Stage a file runspec writes for this push alone (the manifest, the record)."""
+        target = self.dir / rel
         write_text(target, text)
         digest = digest_file(target)
         entry = ManifestEntry(
-            path=MANIFEST,
+            path=rel,
             size=digest.size,
             sha256=digest.sha256,
             epoch=None,

@@ -28,7 +28,9 @@ from runspec.clock import SYSTEM, Clock, human_duration, parse_utc_iso, utc_iso
 from runspec.meter import Meter
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line, scrub
 from runspec.push.collect import Stager, is_immutable
+from runspec.push.hubrecord import push_first_card, stage_record
 from runspec.push.manifest import Manifest, ManifestEntry
+from runspec.push.pushline import pushed_line
 from runspec.push.remote import MANIFEST
 from runspec.push.sending import send
 from runspec.push.targets import make_target
@@ -302,7 +304,8 @@ class Pusher:
         manifest_file = self.stager.add_manifest(
             json.dumps(manifest.to_json(), indent=2, sort_keys=True) + "\n"
         )
-        uploads.append(manifest_file)
+        record_file = stage_record(self.stager, self.owner.record, manifest)
+        uploads += [manifest_file, record_file]
         what = f"epoch {epoch}" if epoch is not None else "no epoch yet"
         message = f"runspec: {what}{' (final)' if final else ''}"
 
@@ -314,7 +317,8 @@ class Pusher:
                       clock=self.clock, snapshot=self.paths.transfer_file)  # fmt: skip
         commit = send(self.target, uploads, message, meter)
         sent = self.clock.monotonic() - sending
-        problems = self.target.verify(commit, [*manifest.entries, manifest_file.entry], uploads)
+        ours = [manifest_file.entry, record_file.entry]
+        problems = self.target.verify(commit, [*manifest.entries, *ours], uploads)
         if not problems and final and self.spec.push is not None and self.spec.push.read_back:
             # The target's record is what the client declared: read the final weights back
             # and hash the bytes the target really serves before anyone may end the machine.
@@ -361,6 +365,7 @@ class Pusher:
     ) -> PushRecord:
         nbytes = sum(item.entry.size for item in uploads)
         seconds = self.clock.monotonic() - started
+        first = self.verified is None  # the run's first verified push: a first card follows
         manifest.write(self.verified_file)
         self.verified = manifest
         self._sent_bytes += nbytes
@@ -385,16 +390,9 @@ class Pusher:
             self._noted_full = False
             self.owner.clear_disk_full()
         self.stager.release(manifest.by_path())
-        at = f" (commit {commit[:10]})" if commit else ""
-        what = f"epoch {manifest.epoch}" if manifest.epoch is not None else "run files"
-        final = " (final)" if manifest.final else ""
-        took = human_duration(seconds)
-        # The count the summary gives (every file the target now holds for this push, the
-        # manifest included), and how many of them went out this time when fewer did.
-        count = len(pushed.files)
-        went = f" ({len(uploads)} sent)" if len(uploads) != count else ""
-        self.progress(
-            f"pushed {what}{final} to {self.target.description}: "
-            f"{count} files{went}, {format_bytes(nbytes)} in {took}, verified{at}"
-        )
+        self.progress(pushed_line(pushed, manifest, uploads, self.target.description))
+        # The repo's `runspec` tag (its card) from the first push on: a live run is findable on
+        # the Hub. A final push gets its own card next; a folder gets its card at the end.
+        if first and not manifest.final and self.target.key == "hub":
+            push_first_card(self.spec, self.paths, self.owner.record, self.target, self.progress)
         return pushed

@@ -7,6 +7,7 @@ from __future__ import annotations
 MANIFEST = "runspec/manifest.json"  # every push's manifest: which run, which files, verified
 SPEC = "runspec/spec.yaml"  # the spec as received
 PROVENANCE = "runspec/provenance.json"  # where the spec came from
-RECORD = "runspec/record.json"  # the final push: the run's record
+RECORD = "runspec/record.json"  # every push: the run's record (runspec.push.hubrecord)
 LOG = "runspec/runspec.log"  # the final push: the lifecycle's log
 CURVES = "runspec/curves.png"  # the final push: the training curves, beside the card
+LEASE = "runspec/lease.json"  # the lease a live run renews (issue 22), read by `status --hub`

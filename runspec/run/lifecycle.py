@@ -241,9 +241,9 @@ class Lifecycle:
     def _move(self, status: RunStatus, reason: str, termination: Termination | None = None) -> None:
         self.owner.transition(status, reason, termination)
 
-    def _fail(self, termination: Termination, message: str) -> None:
-        self.say(error(f"failed: {message}"))
-        self._move(RunStatus.PUSHING, message, termination)
+    def _fail(self, termination: Termination, message: str, cause: object = None) -> None:
+        self.say(error(f"failed: {message}"))  # a cause may say it is `permanent` (terminal)
+        self.owner.failed(message, termination, bool(getattr(cause, "permanent", False)))
 
     def _start(self) -> None:
         now = self.clock.time()
@@ -268,7 +268,7 @@ class Lifecycle:
         for line in report.said():
             self.say(line)
         if report.failed:
-            self._fail(Termination.FAILED_PREFLIGHT, report.first_failure())
+            self._fail(Termination.FAILED_PREFLIGHT, report.first_failure(), report)
             return None
         return report
 
@@ -276,7 +276,7 @@ class Lifecycle:
         try:
             data_yaml = stage_dataset(self.spec, self.paths, progress=self.say)
         except RunspecError as exc:
-            self._fail(Termination.FAILED_STAGING, str(exc))
+            self._fail(Termination.FAILED_STAGING, str(exc), exc)
             return
         self.owner.staged(data_yaml)
         checks_data = self.spec.preflight.doctor or self.spec.preflight.profile
@@ -290,7 +290,7 @@ class Lifecycle:
     def _fit_schedule(self, epoch_s: float | None) -> None:
         """LibreYOLO's schedule planned for the epochs the budget left now holds."""
         fit = budgetfit.plan(self.spec, epoch_s, deadline_of(self.record) - self.clock.time())
-        if fit is not None:
+        if fit is not None and self.record.fit is None:  # a resume keeps the schedule it had
             self.owner.fitted(fit.to_json(), fit.epochs)
             self.say(f"budget: {fit.line()}")
 

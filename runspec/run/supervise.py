@@ -96,7 +96,9 @@ class Supervisor:
         # trainer.json must never mean two trainers in one run folder.
         handle = TrainerHandle.find(self.paths, log_line=self._found_again)
         if handle is None:
-            handle = self._launch(resume_from=None)
+            # A resumed run (runspec.run.resume), or one whose trainer left no trace: on from
+            # its newest intact checkpoint, never from epoch 0 over its own weights.
+            handle = self._launch(resume_from=newest_intact_checkpoint(self.paths.run_dir))
         elif handle.alive():
             unit = f", unit {handle.unit}" if handle.unit else ""
             self.lc.say(f"re-attached to the running trainer (pid {handle.identity.pid}{unit})")

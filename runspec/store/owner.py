@@ -238,6 +238,14 @@ class RunOwner:
                     raise
                 self._no_space(exc)
 
+    def failed(self, reason: str, termination: Termination, permanent: bool) -> None:
+        """The run failed before its end: on to its final push. A failure no retry can mend
+        (`permanent`) is marked terminal in the record, which is pushed with it."""
+        with self._lock:
+            if permanent:
+                self.record.terminal = {"reason": reason, "at": utc_iso(self.clock.time())}
+            self.transition(RunStatus.PUSHING, reason, termination)
+
     def pushed(self, push: PushRecord) -> None:
         """The pusher's verified push."""
         with self._lock:

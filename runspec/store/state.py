@@ -97,7 +97,9 @@ class RunRecord:
     why: str = ""  # why it ended, in a person's words (set with the termination)
     reason: str = ""  # the reason of the latest transition
     queued_at: str | None = None
-    started_at: str | None = None  # the budget's clock starts here (UTC)
+    started_at: str | None = None  # the run's first start (UTC); the budget counts from here
+    # ... unless a resume gave it a new budget (runspec.run.resume): then from here.
+    budget_started_at: str | None = None
     deadline: str | None = None  # started_at + wall_clock (UTC); survives restarts
     ended_at: str | None = None
     # run_dir is no field: paths.json says where the run folder is (an older record's copy
@@ -117,6 +119,10 @@ class RunRecord:
     history: list[dict[str, str]] = field(default_factory=list)
     # The spec rules (runspec.spec.rules.RULES_VERSION) it was accepted under; None: before 1.
     spec_rules: int | None = None
+    # A permanent failure (a missing dataset, a spec LibreYOLO refuses): {"reason", "at"}.
+    # Pushed with the record, so no resume (here or on a fresh machine) tries it again.
+    terminal: dict[str, Any] | None = None
+    resumes: int = 0  # how often `--resume` continued it
     schema: int = RECORD_SCHEMA
 
     def to_json(self) -> dict[str, Any]:
@@ -143,14 +149,16 @@ class RunRecord:
         kwargs["termination"] = Termination(term) if term else None
         if kwargs.get("last_push"):
             kwargs["last_push"] = PushRecord(**kwargs["last_push"])
-        for key, kind in (("epoch", int), ("total_epochs", int), ("restarts_used", int)):
+        counts = ("epoch", "total_epochs", "restarts_used", "resumes")
+        for key, kind in ((name, int) for name in counts):
             if not isinstance(kwargs.get(key, 0), kind):
                 raise TypeError(f"{key} is not an integer")
         for key in ("finish", "cost"):
             if not isinstance(kwargs.get(key, {}), dict):
                 raise TypeError(f"{key} is not an object")
-        if not isinstance(kwargs.get("fit"), dict | None):
-            raise TypeError("fit is not an object")
+        for key in ("fit", "terminal"):
+            if not isinstance(kwargs.get(key), dict | None):
+                raise TypeError(f"{key} is not an object")
         if not isinstance(kwargs.get("history", []), list):
             raise TypeError("history is not a list")
         return cls(**kwargs)

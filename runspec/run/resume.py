@@ -1,0 +1,267 @@
+"""`--resume`: a stopped run goes on from its newest intact checkpoint, with its record.
+
+A run ended by Ctrl-C, a cancel, a budget stop or a trainer that died, or left half-way by a
+driver that was killed, is reopened here before its lifecycle is entered again: its record
+moves back to training (or, on a disk without its dataset, to the preflight and the staging),
+its old trainer's leftovers are cleared, and the supervisor starts a trainer from the newest
+intact checkpoint, which LibreYOLO continues at the epoch after it.
+
+On a fresh disk (a new state folder and run folder: another machine, an engine's recovery) the
+run is read from its push target: the record there must name this run and this spec; the
+newest checkpoint its manifest lists is downloaded and checked against the manifest's sha256;
+the manifest becomes the run's verified push history, and the record its history and budget.
+
+The budget: a person's explicit `--resume` gets the spec's wall clock again (said in one line).
+`keep_budget` (an engine's retry, `--keep-budget`) keeps what is left of the budget counted from
+the record's budget start, so a run that spans machines never gets a new one. A run marked
+terminal (it failed for good: a missing dataset) is refused at once, as is a run with nothing
+to resume from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from runspec.clock import SYSTEM, Clock, human_duration, parse_utc_iso, utc_iso
+from runspec.errors import UsageError
+from runspec.printable import printable
+from runspec.push.base import PushFailed
+from runspec.push.fetch import Source, read_pushed
+from runspec.push.hubrecord import newest_checkpoint
+from runspec.push.manifest import Manifest
+from runspec.run.accept import accept
+from runspec.spec.model import Spec
+from runspec.store.paths import RunPaths
+from runspec.store.state import DamagedRecord, RecordStore, RunRecord, RunStatus, Termination
+from runspec.trainer import control
+from runspec.trainer.checkpoints import newest_intact_checkpoint
+from runspec.trainer.launcher import TrainerHandle
+
+# What a pushed record may set in a fresh disk's record: its story and its budget, never where
+# this machine keeps its files.
+CARRIED = (
+    "started_at", "budget_started_at", "deadline", "epoch", "total_epochs", "restarts_used",
+    "last_push", "cost", "fit", "history", "resumes", "termination", "why", "terminal",
+)  # fmt: skip
+UNFINISHED_END = frozenset({RunStatus.PUSHING, RunStatus.FINISHING})
+
+
+class CannotResume(UsageError):
+    """Nothing to resume, or a run that must not be resumed: exit 2, saying why."""
+
+
+@dataclass(frozen=True)
+class Resumed:
+    record: RunRecord
+    checkpoint: Path | None  # None: a run that had not trained yet starts at its preflight
+    source: str  # "this disk" or the target it came from
+    budget_line: str
+
+
+def resume_run(
+    spec: Spec,
+    state: Path,
+    *,
+    keep_budget: bool,
+    via: str,
+    clock: Clock = SYSTEM,
+    runs: Path | None = None,
+    data: Path | None = None,
+) -> Resumed:
+    """Reopen the run named by `spec` (the caller holds its lock); raises CannotResume."""
+
+    store = RecordStore(state.absolute(), clock)
+    try:
+        record = store.load(spec.name)
+    except DamagedRecord as exc:
+        raise CannotResume(f"{exc}: `runspec rm {spec.name}` it first") from exc
+    if record is None:
+        record, source = _from_target(spec, state, via, clock, runs, data)
+    else:
+        source = "this disk"
+        _refuse_unresumable(spec, record)
+    paths = RunPaths.load(state.absolute(), spec.name)
+    checkpoint = newest_intact_checkpoint(paths.run_dir)
+    if checkpoint is None and spec.push is not None:
+        checkpoint = _checkpoint_from_target(spec, paths)
+        source = source if checkpoint is None or source != "this disk" else "its push target"
+    if checkpoint is None and record.status is RunStatus.FINISHED:
+        raise CannotResume(
+            f"nothing to resume: run {spec.name!r} has no intact checkpoint on this disk nor at "
+            f"its push target; run it again under another name (or `runspec rm {spec.name}`)"
+        )
+    line = _reopen(spec, paths, record, store, keep_budget, clock, source)
+    return Resumed(record, checkpoint, source, line)
+
+
+def _refuse_unresumable(spec: Spec, record: RunRecord) -> None:
+    if record.spec_sha256 != spec.sha256:
+        raise CannotResume(
+            f"run {spec.name!r} was made from another spec (sha256 {record.spec_sha256[:12]}, "
+            f"this one {spec.sha256[:12]}); resume it with the spec it ran"
+        )
+    if record.terminal:
+        why = printable(str(record.terminal.get("reason", "")))
+        raise CannotResume(
+            f"run {spec.name!r} failed for good and is not resumed: {why}; fix the spec, then "
+            f"run it under another name (or `runspec rm {spec.name}` first)"
+        )
+    if record.status is RunStatus.FINISHED and record.termination is Termination.COMPLETED:
+        raise CannotResume(f"run {spec.name!r} completed all its epochs: nothing to resume")
+
+
+def _from_target(
+    spec: Spec, state: Path, via: str, clock: Clock, runs: Path | None, data: Path | None
+) -> tuple[RunRecord, str]:
+    """A fresh disk: the run as its target holds it, accepted here."""
+
+    if spec.push is None:
+        raise CannotResume(
+            f"no run {spec.name!r} here, and its spec pushes nowhere to read it from"
+        )
+    paths = RunPaths.decide(spec, state.absolute(), runs=runs, data=data)
+    try:
+        pushed = read_pushed(spec, paths)
+    except PushFailed as exc:
+        raise CannotResume(f"cannot resume {spec.name!r} from its push target: {exc}") from exc
+    if pushed.record is None or pushed.manifest is None:
+        raise CannotResume(
+            f"nothing to resume: no run {spec.name!r} on this disk, and {pushed.where} holds no "
+            "runspec record of it"
+        )
+    named = pushed.record.get("name")
+    if named != spec.name or pushed.manifest.run != spec.name:
+        raise CannotResume(
+            f"{pushed.where} holds another run, {printable(str(named))!r}, not {spec.name!r}: "
+            "resume that run with its own spec"
+        )
+    try:
+        remote = RunRecord.from_json(pushed.record)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise CannotResume(f"{pushed.where} holds a damaged runspec record: {exc}") from exc
+    _refuse_unresumable(spec, remote)
+    record = accept(
+        spec, state, {"via": via, "resumed_from": pushed.where}, clock, runs=runs, data=data
+    )
+    carried: dict[str, Any] = {f.name: getattr(remote, f.name) for f in fields(remote)}
+    for key in CARRIED:
+        setattr(record, key, carried[key])
+    # Whoever drove it there is gone with its machine: on this disk it ended, to go on.
+    record.status = RunStatus.FINISHED
+    paths = RunPaths.load(state.absolute(), spec.name)
+    pushed.manifest.write(paths.pushed_manifest)  # its pushed history: nothing sent twice
+    RecordStore(state.absolute(), clock).save(record)
+    return record, pushed.where
+
+
+def _checkpoint_from_target(spec: Spec, paths: RunPaths) -> Path | None:
+    """The newest verified checkpoint, downloaded into the run folder and checked."""
+
+    manifest = Manifest.load(paths.pushed_manifest)
+    entry = newest_checkpoint(manifest.entries) if manifest is not None else None
+    if entry is None:
+        return None
+    source = Source.of(spec, paths)
+    try:
+        source.pin()
+        dest = paths.run_dir / entry.path
+        source.download(entry, dest)
+    except PushFailed as exc:
+        raise CannotResume(f"cannot resume {spec.name!r}: {exc}") from exc
+    return dest
+
+
+def _reopen(
+    spec: Spec,
+    paths: RunPaths,
+    record: RunRecord,
+    store: RecordStore,
+    keep_budget: bool,
+    clock: Clock,
+    source: str,
+) -> str:
+    now = clock.time()
+    start = record.budget_started_at or record.started_at
+    if keep_budget and start is not None:
+        deadline = parse_utc_iso(start) + spec.budget.wall_clock
+        left = max(deadline - now, 0.0)
+        line = (
+            f"resume: the budget left is {human_duration(left)} of "
+            f"{human_duration(spec.budget.wall_clock)} (from {start}), until {utc_iso(deadline)}"
+        )
+    else:
+        deadline = now + spec.budget.wall_clock
+        record.budget_started_at = utc_iso(now)
+        line = (
+            f"resume: a new budget of {human_duration(spec.budget.wall_clock)}, until "
+            f"{utc_iso(deadline)} (--keep-budget keeps what was left)"
+        )
+    record.started_at = record.started_at or utc_iso(now)
+    record.deadline = utc_iso(deadline)
+    old = record.status
+    staged = record.data_yaml is not None and Path(record.data_yaml).is_file()
+    if old in UNFINISHED_END:
+        new = old  # its final push or finish was under way: that goes on first
+    else:
+        new = RunStatus.TRAINING if staged and record.epoch > 0 else RunStatus.PREFLIGHT
+        record.termination, record.why, record.ended_at, record.finish = None, "", None, {}
+    record.push_error = None
+    record.resumes += 1
+    record.status = new
+    reason = f"resumed from {source} ({'budget kept' if keep_budget else 'a new budget'})"
+    record.reason = reason
+    record.history.append(
+        {"time": utc_iso(now), "from": old.value, "to": new.value, "reason": reason}
+    )
+
+    handle = TrainerHandle.find(paths)
+    if handle is None or not handle.alive():  # a live one is re-attached, its files kept
+        _clear_trainer(paths)
+    store.save(record)
+    return line
+
+
+def _clear_trainer(paths: RunPaths) -> None:
+    """The old trainer's result and requests: a new one must not read them as its own."""
+    paths.trainer_file.unlink(missing_ok=True)
+    paths.cancel_file.unlink(missing_ok=True)
+    for name in (control.RESULT_FILE, control.STOP_FILE, control.STOPPING_FILE):
+        (paths.control_dir / name).unlink(missing_ok=True)
+
+
+def refinish(record: RunRecord, store: RecordStore, clock: Clock = SYSTEM) -> None:
+    """A finished run back to its finish (`runspec push NAME --finish`, once its final push is
+    verified): the machine's end judges it again, by the same gate as at its first end."""
+    now = utc_iso(clock.time())
+    reason = "finish asked again after a verified push (runspec push --finish)"
+    record.history.append(
+        {"time": now, "from": record.status.value, "to": "finishing", "reason": reason}
+    )
+    record.status, record.reason, record.finish, record.ended_at = (
+        RunStatus.FINISHING, reason, {}, None,
+    )  # fmt: skip
+    store.save(record)
+
+
+def resume_under_engine(spec: Spec, state: Path, engine: str) -> Resumed | None:
+    """Under an engine every attempt is a resume when an earlier one left the run behind (on
+    this disk, or on its push target for a fresh machine), with the budget that is left,
+    never a new one; None for the first attempt. A run marked terminal, or a target that holds
+    another run, raises CannotResume (exit 2: dstack retries on any error, so it must end)."""
+    try:
+        here = RecordStore(state.absolute()).load(spec.name) is not None
+    except DamagedRecord:
+        here = True  # resume_run says what to do about it
+    if here:
+        return resume_run(spec, state, keep_budget=True, via=f"{engine} (a new attempt)")
+    if spec.push is None:
+        return None
+    try:
+        pushed = read_pushed(spec, RunPaths.decide(spec, state.absolute()))
+    except PushFailed:
+        return None  # nothing readable there: the first attempt's preflight says why
+    if pushed.record is None:
+        return None
+    return resume_run(spec, state, keep_budget=True, via=f"{engine} (a new attempt)")
