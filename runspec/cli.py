@@ -59,6 +59,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("logs", "logs", "a run's story: runspec's lines and the training's output (-f follows)"),
     ("cancel", "cancel", "stop a run at the next epoch boundary, push, keep the machine"),
     ("rm", "rm", "retire a finished run so its name is free; its weights stay"),
+    ("watch", "watch", "end boxes whose Hub lease expired (run anywhere but the box)"),
     ("install", "install", "put the systemd unit, folders and default config in place"),
 ]
 

@@ -339,12 +339,14 @@ class Handler(BaseHTTPRequestHandler):
         if (repo := self._repo(rtype, repo_id)) is None:
             return
         summary = ""
+        parent: str | None = None
         adds: dict[str, Entry] = {}
         deletes: set[str] = set()
         for line in lines:
             key, value = line["key"], line["value"]
             if key == "header":
                 summary = value.get("summary", "")
+                parent = value.get("parentCommit")
             elif key == "file":
                 data = base64.b64decode(value["content"])
                 adds[value["path"]] = Entry(value["path"], len(data), blob_id(data), data=data)
@@ -359,6 +361,10 @@ class Handler(BaseHTTPRequestHandler):
                 folder = value["path"].rstrip("/") + "/"
                 deletes.update(p for p in repo.head if p.startswith(folder))
         with self.hub._lock:
+            # The Hub's optimistic lock: a commit made on an older head is refused.
+            if parent is not None and parent != repo.sha:
+                self._json(412, {"error": "A commit has happened since. Please refresh."})
+                return
             oid = self.hub._commit(repo, adds, deletes, summary)
         prefix = "" if rtype == "model" else f"{rtype}s/"
         self._json(

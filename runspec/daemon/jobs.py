@@ -1,7 +1,7 @@
 """The daemon's timed jobs: one APScheduler, its job store in memory, run by the daemon's loop.
 
-Every timed job of the daemon lives here (the inbox rescan, the idle finish). Nothing here
-outlives the process, and nothing needs to: what must survive a restart (the machine's
+Every timed job of the daemon lives here (the inbox rescan, the idle finish, the lease). Nothing
+here outlives the process, and nothing needs to: what must survive a restart (the machine's
 pending end, when each run ended) is in machine.json and the records, and the daemon re-arms
 its jobs from them at start. APScheduler keeps the jobs and their triggers; the loop runs the
 due ones in its own thread at each step (`run_due`), with the time read from the one clock
@@ -31,6 +31,7 @@ log = logging.getLogger("runspec.daemon.jobs")
 
 RESCAN_ID = "inbox-rescan"
 IDLE_FINISH_ID = "idle-finish"
+LEASE_ID = "lease"  # the driven run's lease renewal (runspec.watch.renew)
 
 
 class _LoopScheduler(BaseScheduler):

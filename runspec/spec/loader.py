@@ -38,6 +38,7 @@ from runspec.spec.model import (
     SyntheticDataset,
     TrainSpec,
     Unverified,
+    WatchSpec,
 )
 from runspec.spec.schema_errors import Reporter, explain
 from runspec.spec.specread import NotRegularFile, SpecTooBig, read_spec
@@ -165,6 +166,14 @@ def _build_finish(f: dict[str, Any]) -> FinishSpec:
     )
 
 
+def _build_watch(w: dict[str, Any], push: dict[str, Any] | None) -> WatchSpec:
+    lease = w.get("lease", "5m")
+    # Only a Hub repo can carry a lease a watcher elsewhere reads.
+    if lease == "none" or not (isinstance(push, dict) and push.get("hub")):
+        return WatchSpec(lease=None)
+    return WatchSpec(lease=parse_duration(lease))
+
+
 def _env_value(value: str | int | float | bool) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -200,6 +209,7 @@ def _build(data: dict[str, Any], text: str, digest: str, source: str) -> Spec:
             doctor=pre.get("doctor", True),
             profile=pre.get("profile", False),
         ),
+        watch=_build_watch(data.get("watch", {}), data.get("push")),
         env=MappingProxyType({k: _env_value(v) for k, v in data.get("env", {}).items()}),
         notify=tuple(data["notify"]) if "notify" in data else None,
         source=source,
