@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
+from tests import hubmodels, hubscheduled
 from tests.hubrepo import CHUNK, LFS_THRESHOLD, Entry, Repo, Request, blob_id, lfs_entry
 
 if TYPE_CHECKING:
@@ -115,6 +116,9 @@ class Handler(BaseHTTPRequestHandler):
                 hub.log.append(Request(method, path, op, self._status, self._bytes_in))
 
     def _dispatch(self, method: str, path: str) -> tuple[str, Callable[[], None]]:
+        for extra in (hubscheduled.route, hubmodels.route):  # the Jobs and listing stand-ins
+            if (found := extra(self, method, path)) is not None:
+                return found
         if path == "/api/agent-harnesses":
             return "agent", lambda: self._json(404, {"error": "not found"})
         if method == "GET" and path == "/api/whoami-v2" and self.hub.whoami is not None:

@@ -8,6 +8,8 @@ as a box would have written them, with times relative to now.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -210,3 +212,48 @@ def test_the_stand_in_hub_refuses_a_commit_on_a_moved_branch(hub_server: HubServ
     api.create_commit(
         REPO, operations=[op], commit_message="m", parent_commit=api.repo_info(REPO).sha
     )
+
+
+def test_install_hf_jobs_schedules_the_watcher_with_the_keys_as_secrets(
+    hub_server: HubServer, env: dict[str, str]
+) -> None:
+    from tests.hubscheduled import scheduled_jobs
+
+    env = {**env, "RUNPOD_API_KEY": "rp-key", "RUNSPEC_PIP": "runspec==0.0.test"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "runspec", "watch", "--install", "hf-jobs", "myorg", "--json",
+         "--notify", "ntfy://watch-topic"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    [job] = scheduled_jobs(hub_server)
+    assert job["namespace"] == "myorg"
+    assert job["schedule"] == "*/10 * * * *"
+    spec = job["jobSpec"]
+    assert spec["flavor"] == "cpu-basic"
+    assert spec["secrets"] == {
+        "HF_TOKEN": env["HF_TOKEN"], "VAST_API_KEY": "vast-watcher-key", "RUNPOD_API_KEY": "rp-key",
+    }  # fmt: skip
+    assert "vast-watcher-key" not in json.dumps(spec.get("environment") or {})
+    command = spec["command"]
+    assert command[-5:] == ["runspec", "watch", "--once", "myorg", "--notify=ntfy://watch-topic"]
+    assert "runspec==0.0.test" in command
+    said = json.loads(proc.stdout)
+    assert said["flavor"] == "cpu-basic" and 0 < said["usd_per_day"] < 0.1
+
+
+def test_org_mode_watches_the_org_s_runspec_repos(
+    hub_server: HubServer, standin: StandIn, env: dict[str, str]
+) -> None:
+    box = VastInstance(standin)
+    card = b"---\ntags:\n- runspec\n---\n# a run\n"
+    for repo in ("me/hung", "me/fine"):
+        hub_server.put_file(repo, "README.md", card, repo_type="model")
+    seed(hub_server, expired())
+    seed(hub_server, lease_doc(run="fine"), repo="me/fine")
+    hub_server.put_file("me/untagged", "README.md", b"# not a run\n", repo_type="model")
+    seed(hub_server, expired(), repo="me/untagged")
+    code, out, err = result(watch(env, "me"))
+    assert code == 0, err
+    assert {r["repo"]: r["verdict"] for r in out["runs"]} == {"me/hung": "end", "me/fine": "alive"}
+    assert box.effects == ["PUT"]
