@@ -19,6 +19,7 @@ from pathlib import Path
 
 from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
 from runspec.spec.model import Spec
+from runspec.store.atomic import write_json_atomic
 from runspec.store.paths import RunPaths
 from runspec.store.state import RecordStore, RunRecord
 from runspec.voice import warning
@@ -118,15 +119,24 @@ class LeaseRenewer:
                 if head is None:
                     return False  # no repo before the first push: nothing to renew in
                 if current is not None and current.ended_by is not None:
+                    self._keep(current.to_json())
                     self._ended(current.ended_by)
                     return False
                 lease = self.build(record)
                 self.hub.write(lease, head, f"runspec: lease of {self.spec.name} ({lease.state})")
+                self._keep(lease.to_json())
             except LeaseError as exc:  # a moved branch or a slow Hub: the next one tries
                 log.warning("%s: the lease was not renewed: %s", self.spec.name, exc)
                 return False
             self.renewals += 1
             return True
+
+    def _keep(self, lease: dict[str, object]) -> None:
+        """The lease as the Hub has it, beside the record, so `runspec status` shows it."""
+        try:
+            write_json_atomic(self.paths.lease_file, lease)
+        except OSError as exc:  # a full disk costs the status line, never the renewal
+            log.warning("%s: cannot keep the lease's copy: %s", self.spec.name, exc)
 
     def _ended(self, ended_by: dict[str, object]) -> None:
         self.ended_by = ended_by
