@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from runspec.clock import utc_iso
+from runspec.spec.model import Spec
 from tests.fixtures_providers import Answer, StandIn, VastInstance
 from tests.fixtures_watch import (
     REPO,
@@ -257,3 +258,47 @@ def test_org_mode_watches_the_org_s_runspec_repos(
     assert code == 0, err
     assert {r["repo"]: r["verdict"] for r in out["runs"]} == {"me/hung": "end", "me/fine": "alive"}
     assert box.effects == ["PUT"]
+
+
+def test_the_preflight_says_what_the_watch_needs() -> None:
+    from runspec.checkresult import CheckStatus
+    from runspec.preflight.watchcheck import watch_check
+    from runspec.spec.loader import load_spec_text
+
+    def spec(extra: str) -> Spec:
+        text = (
+            "runspec: 1\nname: w\ndataset: {synthetic: {train: 4, val: 2}}\n"
+            "train: {model: yolo9-t, epochs: 1}\nbudget: {wall_clock: 1h}\n" + extra
+        )
+        return load_spec_text(text, "w.yaml")
+
+    hub = "push: {hub: {repo: me/w}, every: 15m}\n"
+    check = watch_check(spec(hub))
+    assert check.status is CheckStatus.PASS
+    assert "lease every 5m00s in me/w: 12 commits an hour beside the pushes' 4" in check.message
+    assert "15m00s after its last renewal" in check.message
+    busy = watch_check(spec(hub.replace("15m", "1m") + "watch: {lease: 10s}\n"))
+    assert busy.status is CheckStatus.WARN and "420 commits an hour" in busy.message
+    assert "nothing off this box" in watch_check(spec(hub + "watch: {lease: none}\n")).message
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        ("push: {hub: {repo: me/w}}\nwatch: {lease: 5s}\n", "at least 10s"),
+        ("push: {dir: /tmp/x}\nwatch: {lease: 5m}\n", "set push.hub"),
+        ("push: {hub: {repo: me/w}}\nwatch: {lease: soon}\n", "is not a lease"),
+        ("push: {hub: {repo: me/w}}\nwatch: {every: 5m}\n", "every"),
+    ],
+)
+def test_watch_lease_is_checked_in_the_spec(extra: str, said: str) -> None:
+    from runspec.errors import SpecInvalid
+    from runspec.spec.loader import load_spec_text
+
+    text = (
+        "runspec: 1\nname: w\ndataset: {synthetic: {train: 4, val: 2}}\n"
+        "train: {model: yolo9-t, epochs: 1}\nbudget: {wall_clock: 1h}\n" + extra
+    )
+    with pytest.raises(SpecInvalid) as caught:
+        load_spec_text(text, "w.yaml")
+    assert said in str([p.message for p in caught.value.problems])

@@ -18,6 +18,7 @@ from typing import TextIO
 from runspec.checkresult import CheckResult, failed
 from runspec.errors import RunspecError
 from runspec.preflight.report import PreflightReport
+from runspec.preflight.watchcheck import watch_check
 from runspec.spec.model import Spec
 from runspec.store.paths import RunPaths, StateLayout
 
@@ -68,6 +69,7 @@ def machine_checks(
         lambda: [disk.hf_home_check(hf_home_for(spec), Path("/proc/self/mountinfo").read_text())],
     )
     results += _guarded("push", lambda: [checks.push_check(spec, paths)])
+    results += _guarded("watch", lambda: [watch_check(spec)])
     results += _guarded("weights", lambda: [checks.weights_check(spec, paths)])
     return results
 
