@@ -18,6 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
+from runspec.providers.aws import AWS
+from runspec.providers.awstimer import MARGIN_S, arm_stop_timer
+from runspec.providers.base import Provider, ProviderError
 from runspec.spec.model import Spec
 from runspec.store.atomic import write_json_atomic
 from runspec.store.paths import RunPaths
@@ -37,21 +40,18 @@ def newest_checkpoint(names: list[str]) -> str | None:
     return next((n for n in ("last.pt", "best.pt") if n in plain), None)
 
 
-def where_it_runs(spec: Spec) -> tuple[str | None, str | None, str | None]:
-    """(provider, instance, region) of this box, as the finish would address it; Nones when
-    it cannot be told (the watcher then notifies instead of acting)."""
-    from runspec.providers.aws import AWS
-    from runspec.providers.base import ProviderError
+def where_it_runs(spec: Spec) -> Provider | None:
+    """This box's provider adapter, as the finish would address it, once it identified the
+    instance; None when it cannot tell (the watcher then notifies instead of acting)."""
     from runspec.providers.detect import get_provider
 
     try:
         provider, _how = get_provider(spec.finish.provider, timeout=5.0)
-        instance = provider.identify()
-        region = provider.region() if isinstance(provider, AWS) else None
+        provider.identify()
     except ProviderError as exc:
         log.info("the lease names no instance: %s", exc)
-        return None, None, None
-    return provider.name, instance, region
+        return None
+    return provider
 
 
 class LeaseRenewer:
@@ -71,18 +71,27 @@ class LeaseRenewer:
         self.clock = clock
         self.say = say
         self.interval: float = spec.watch.lease
+        self._provider: Provider | None = None
         self.hub = HubLease(spec.push.hub.repo)
         self.ended_by: dict[str, object] | None = None
         self.renewals = 0
         self._where: tuple[str | None, str | None, str | None] | None = None
+        self.timer: dict[str, object] | None = None  # the provider's own timer, once armed
+        self._timer_tried = False
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()  # one renewal at a time, the final one included
 
     def build(self, record: RunRecord) -> Lease:
         if self._where is None:
-            self._where = where_it_runs(self.spec)
+            found = where_it_runs(self.spec)
+            self._where = (None, None, None)
+            if found is not None:
+                region = found.region() if isinstance(found, AWS) else None
+                self._where = (found.name, found.identify(), region)
+            self._provider = found
         provider, instance, region = self._where
+        self._arm_timer(record)
         now = self.clock.time()
         weights = self.paths.run_dir / "weights"
         local = sorted(p.name for p in weights.glob("*.pt")) if weights.is_dir() else []
@@ -104,7 +113,22 @@ class LeaseRenewer:
             provider=provider,
             instance=instance,
             region=region,
+            timer=self.timer,
         )
+
+    def _arm_timer(self, record: RunRecord) -> None:
+        """AWS's own timer at the deadline plus overrun plus a margin, tried once per run."""
+        aws, instance = self._provider, self._where[1] if self._where else None
+        if self._timer_tried or not isinstance(aws, AWS) or not record.deadline or not instance:
+            return
+        self._timer_tried = True
+        at = parse_utc_iso(record.deadline) + self.spec.budget.overrun + MARGIN_S
+        try:
+            self.timer = arm_stop_timer(aws, self.spec.name, instance, at)
+        except ProviderError as exc:  # the watcher stays the guard; said, never fatal
+            self.say(warning(f"{self.spec.name}: no provider timer: {exc}"))
+            return
+        self.say(f"{self.spec.name}: provider timer: aws stops {instance} at {self.timer['at']}")
 
     def renew(self) -> bool:
         """One renewal from the record on disk; whether a lease was written."""
@@ -114,6 +138,7 @@ class LeaseRenewer:
             record = self.store.load(self.spec.name)
             if record is None:
                 return False
+            lease = self.build(record)  # arms the provider's timer too, repo or not
             try:
                 head, current = self.hub.read()
                 if head is None:
@@ -122,7 +147,6 @@ class LeaseRenewer:
                     self._keep(current.to_json())
                     self._ended(current.ended_by)
                     return False
-                lease = self.build(record)
                 self.hub.write(lease, head, f"runspec: lease of {self.spec.name} ({lease.state})")
                 self._keep(lease.to_json())
             except LeaseError as exc:  # a moved branch or a slow Hub: the next one tries
