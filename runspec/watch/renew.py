@@ -30,6 +30,8 @@ from runspec.watch.lease import VOUCH_LEASES, HubLease, Lease, LeaseError
 
 log = logging.getLogger("runspec.watch")
 
+FINAL_WAIT_S = 15.0  # the longest the final state's write (and one under way) is waited for
+
 
 def newest_checkpoint(names: list[str]) -> str | None:
     """The newest of checkpoint names: the highest epoch_N.pt, else last.pt, else best.pt."""
@@ -190,11 +192,15 @@ class LeaseRenewer:
             self.renew()
 
     def finish(self) -> None:
-        """Stop renewing and write the final state (waits for a renewal under way)."""
+        """Stop renewing and write the final state, waiting a bounded time: a Hub that hangs
+        or refuses must not hold up the end of `runspec run` (the lease then expires, and a
+        watcher finds the state of the last renewal)."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=2 * self.interval + 60)
-        self.renew()
+            self._thread.join(timeout=FINAL_WAIT_S)
+        final = threading.Thread(target=self.renew, name="lease-final", daemon=True)
+        final.start()
+        final.join(timeout=FINAL_WAIT_S)
 
 
 def renewer_for(
