@@ -145,7 +145,6 @@ class RunKeeper:
         self.lease = renewer
         if renewer is None or self.timers is None:
             return
-        renewer.kick()
         self.timers.every(LEASE_ID, renewer.interval, renewer.kick)
 
     def _end_lease(self) -> None:

@@ -74,7 +74,8 @@ class LeaseRenewer:
         self.say = say
         self.interval: float = spec.watch.lease
         self._provider: Provider | None = None
-        self.hub = HubLease(spec.push.hub.repo)
+        self.repo = spec.push.hub.repo
+        self._hub: HubLease | None = None
         self.ended_by: dict[str, object] | None = None
         self.renewals = 0
         self._where: tuple[str | None, str | None, str | None] | None = None
@@ -83,6 +84,14 @@ class LeaseRenewer:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()  # one renewal at a time, the final one included
+
+    @property
+    def hub(self) -> HubLease:
+        """Made at the first renewal: huggingface_hub is imported then, in the renewal's
+        thread, never at the run's start."""
+        if self._hub is None:
+            self._hub = HubLease(self.repo)
+        return self._hub
 
     def build(self, record: RunRecord) -> Lease:
         if self._where is None:
@@ -187,7 +196,8 @@ class LeaseRenewer:
         self._thread.start()
 
     def _loop(self) -> None:
-        self.renew()
+        # The first renewal one lease in: before the first push there is no repo to renew in,
+        # and the run's start (its preflight, its budget) is not shared with the Hub client.
         while not self._stop.wait(self.interval):
             self.renew()
 
