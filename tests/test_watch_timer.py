@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hmac
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -100,6 +101,16 @@ def test_the_first_renewal_arms_aws_s_own_stop(
     # Armed once: the next renewal makes no second schedule.
     assert renewer.renew()
     assert len(aws_box.made("POST", r"/scheduler/schedules/.*")) == 1
+    # The run ends: the schedule goes with it (a box kept on purpose is not AWS's to stop).
+    aws_box.on("DELETE", r"/scheduler/schedules/runspec-timed-i-0abc123def4567890")
+    record = store.load("timed")
+    assert record is not None
+    store.save(replace(record, status=RunStatus.FINISHED, ended_at=utc_iso(1_899_999_000)))
+    renewer.finish()
+    [gone] = aws_box.made("DELETE", r"/scheduler/schedules/.*")
+    assert gone.path == "/scheduler/schedules/runspec-timed-i-0abc123def4567890"
+    assert "scheduler/aws4_request" in (gone.header("Authorization") or "")
+    assert any("provider timer removed" in line for line in said)
 
 
 def test_no_role_no_timer_and_it_says_so(

@@ -33,6 +33,28 @@ def schedule_name(run: str, instance: str) -> str:
     return f"runspec-{run}-{instance}"[:64]
 
 
+def _signed(aws: AWS, method: str, url: str, body: bytes) -> dict[str, str]:
+    return sign(
+        method=method, url=url, headers={"content-type": "application/json"}, payload=body,
+        creds=aws.credentials(), region=aws.region(), service="scheduler",
+        now=dt.datetime.fromtimestamp(aws.clock.time(), tz=dt.timezone.utc),
+    )  # fmt: skip
+
+
+def _url(aws: AWS, name: str) -> str:
+    base = aws.env.get("RUNSPEC_AWS_SCHEDULER_API") or (
+        f"https://scheduler.{aws.region()}.amazonaws.com"
+    )
+    return f"{base.rstrip('/')}/schedules/{name}"
+
+
+def disarm_timer(aws: AWS, name: str) -> None:
+    """Delete the schedule once the run reached its end (a kept box is the user's choice);
+    a schedule already gone (404) is disarmed. Raises ProviderError otherwise."""
+    url = _url(aws, name)
+    aws.http.request("DELETE", url, headers=_signed(aws, "DELETE", url, b""), ok=(200, 204, 404))
+
+
 def arm_stop_timer(aws: AWS, run: str, instance: str, at: float) -> dict[str, Any]:
     """Arm the one-time stop at `at` (UTC seconds); what the lease and status show of it.
     Raises ProviderError when it cannot (no role configured, a refusal)."""
@@ -40,11 +62,7 @@ def arm_stop_timer(aws: AWS, run: str, instance: str, at: float) -> dict[str, An
     if not role:
         raise ProviderError(f"aws: no {ROLE_ENV}: the EventBridge Scheduler timer is not armed")
     name = schedule_name(run, instance)
-    base = (
-        aws.env.get("RUNSPEC_AWS_SCHEDULER_API")
-        or f"https://scheduler.{aws.region()}.amazonaws.com"
-    )
-    url = f"{base.rstrip('/')}/schedules/{name}"
+    url = _url(aws, name)
     when = dt.datetime.fromtimestamp(at, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
     body = json.dumps({
         "ScheduleExpression": f"at({when})", "ScheduleExpressionTimezone": "UTC",
@@ -53,11 +71,7 @@ def arm_stop_timer(aws: AWS, run: str, instance: str, at: float) -> dict[str, An
         "Target": {"Arn": TARGET, "RoleArn": role,
                    "Input": json.dumps({"InstanceIds": [instance]})},
     }).encode()  # fmt: skip
-    headers = sign(
-        method="POST", url=url, headers={"content-type": "application/json"}, payload=body,
-        creds=aws.credentials(), region=aws.region(), service="scheduler",
-        now=dt.datetime.fromtimestamp(aws.clock.time(), tz=dt.timezone.utc),
-    )  # fmt: skip
+    headers = _signed(aws, "POST", url, body)
     response = aws.http.request("POST", url, headers=headers, body=body, ok=(200, 409))
     return {
         "provider": "aws", "kind": "eventbridge-scheduler", "name": name, "action": "stop",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
 from runspec.providers.aws import AWS
-from runspec.providers.awstimer import MARGIN_S, arm_stop_timer
+from runspec.providers.awstimer import MARGIN_S, arm_stop_timer, disarm_timer
 from runspec.providers.base import Provider, ProviderError
 from runspec.spec.model import Spec
 from runspec.store.atomic import write_json_atomic
@@ -166,6 +166,19 @@ class LeaseRenewer:
             self.renewals += 1
             return True
 
+    def _final(self) -> None:
+        self.renew()
+        aws, timer = self._provider, self.timer
+        record = self.store.load(self.spec.name)
+        if not isinstance(aws, AWS) or timer is None or record is None or not record.ended_at:
+            return
+        try:  # the run ended: whatever its finish did, the box is no longer AWS's to stop
+            disarm_timer(aws, str(timer["name"]))
+        except ProviderError as exc:
+            self.say(warning(f"{self.spec.name}: the provider timer is still armed: {exc}"))
+            return
+        self.say(f"{self.spec.name}: provider timer removed ({timer['name']})")
+
     def _keep(self, lease: dict[str, object]) -> None:
         """The lease as the Hub has it, beside the record, so `runspec status` shows it."""
         try:
@@ -208,7 +221,7 @@ class LeaseRenewer:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=FINAL_WAIT_S)
-        final = threading.Thread(target=self.renew, name="lease-final", daemon=True)
+        final = threading.Thread(target=self._final, name="lease-final", daemon=True)
         final.start()
         final.join(timeout=FINAL_WAIT_S)
 
