@@ -76,6 +76,9 @@ def lease_text(lease: dict[str, Any]) -> str:
     if isinstance(ended, dict):
         done = "" if ended.get("confirmed") else " (not confirmed)"
         return f"{ended.get('action')} by {ended.get('by')}{done}: {ended.get('reason')}"
+    if lease.get("state") == "finished":
+        verified = "verified" if lease.get("final_verified") else "NOT verified"
+        return f"lease closed at {lease.get('renewed_at')} (final push {verified})"
     text = f"lease vouched until {lease.get('vouched_until')} (renewed {lease.get('renewed_at')})"
     timer = lease.get("timer")
     if isinstance(timer, dict):
