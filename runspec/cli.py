@@ -57,6 +57,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("cancel", "cancel", "stop a run at the next epoch boundary, push, keep the machine"),
     ("rm", "rm", "retire a finished run so its name is free; its weights stay"),
     ("push", "push", "push and verify what a finished run left unverified; no finish applied"),
+    ("watch", "watch", "end boxes whose Hub lease expired (run anywhere but the box)"),
     ("install", "install", "put the systemd unit, folders and default config in place"),
 ]
 

@@ -1,15 +1,15 @@
 """Timed jobs: one APScheduler, its job store in memory, run by whoever drives it.
 
-Every timed job of the daemon lives in its one `Timers` (the inbox rescan, the idle finish,
-each run's `push.every`); the daemon's loop runs the due ones in its own thread at each step
-(`run_due`). `runspec run` has no daemon: its run's pusher keeps a `Timers` of its own and its
-push worker runs them (runspec.push.pusher), so both time pushes with the same jobs. Nothing
-here outlives the process, and nothing needs to: what must survive a restart (the machine's
-pending end, when each run ended, when each run last pushed) is in machine.json and the
-records, and the jobs are re-armed from them at start. The time is read from the one clock
-seam (runspec.clock), so a test moves the clock instead of sleeping. No job store can fail here
-(there is no file behind it), so no scheduler thread can die and need restarting. Jobs may be
-armed and cancelled from any thread; each runs in the thread that calls `run_due`.
+Every timed job of the daemon lives in its one `Timers` (the inbox rescan, the idle finish, each
+run's `push.every`, the lease); the daemon's loop runs the due ones in its own thread at each step
+(`run_due`). `runspec run` has no daemon: its run's pusher keeps a `Timers` of its own and its push
+worker runs them (runspec.push.pusher), so both time pushes with the same jobs. Nothing here
+outlives the process, and nothing needs to: what must survive a restart (the machine's pending end,
+when each run ended, when each run last pushed) is in machine.json and the records, and the jobs
+are re-armed from them at start. The time is read from the one clock seam (runspec.clock), so a
+test moves the clock instead of sleeping. No job store can fail here (there is no file behind it),
+so no scheduler thread can die and need restarting. Jobs may be armed and cancelled from any
+thread; each runs in the thread that calls `run_due`.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ log = logging.getLogger("runspec.timers")
 
 RESCAN_ID = "inbox-rescan"
 IDLE_FINISH_ID = "idle-finish"
+LEASE_ID = "lease"  # the driven run's lease renewal (runspec.watch.renew)
 
 
 def push_every_id(run: str) -> str:

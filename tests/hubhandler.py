@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
+from tests import hubscheduled
 from tests.hubmodels import list_models
 from tests.hubrepo import CHUNK, LFS_THRESHOLD, Entry, Repo, Request, blob_id, lfs_entry
 
@@ -116,6 +117,8 @@ class Handler(BaseHTTPRequestHandler):
                 hub.log.append(Request(method, path, op, self._status, self._bytes_in))
 
     def _dispatch(self, method: str, path: str) -> tuple[str, Callable[[], None]]:
+        if (found := hubscheduled.route(self, method, path)) is not None:  # scheduled Jobs
+            return found
         if path == "/api/agent-harnesses":
             return "agent", lambda: self._json(404, {"error": "not found"})
         if method == "GET" and path == "/api/whoami-v2" and self.hub.whoami is not None:
@@ -344,12 +347,14 @@ class Handler(BaseHTTPRequestHandler):
         if (repo := self._repo(rtype, repo_id)) is None:
             return
         summary = ""
+        parent: str | None = None
         adds: dict[str, Entry] = {}
         deletes: set[str] = set()
         for line in lines:
             key, value = line["key"], line["value"]
             if key == "header":
                 summary = value.get("summary", "")
+                parent = value.get("parentCommit")
             elif key == "file":
                 data = base64.b64decode(value["content"])
                 adds[value["path"]] = Entry(value["path"], len(data), blob_id(data), data=data)
@@ -364,6 +369,10 @@ class Handler(BaseHTTPRequestHandler):
                 folder = value["path"].rstrip("/") + "/"
                 deletes.update(p for p in repo.head if p.startswith(folder))
         with self.hub._lock:
+            # The Hub's optimistic lock: a commit made on an older head is refused.
+            if parent is not None and parent != repo.sha:
+                self._json(412, {"error": "A commit has happened since. Please refresh."})
+                return
             oid = self.hub._commit(repo, adds, deletes, summary)
         prefix = "" if rtype == "model" else f"{rtype}s/"
         self._json(

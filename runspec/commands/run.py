@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.store.state import RecordStore
     from runspec.views.report import summary_lines
     from runspec.voice import Stream, set_live, setup_logging, tagged
+    from runspec.watch.renew import renewer_for
 
     state = state_dir(args)
     perms.check([state])  # before a file is written through a link planted there
@@ -140,11 +141,17 @@ def run(args: argparse.Namespace) -> Outcome:
                 watch.start()  # the engine's SIGKILL comes at the end of its grace
 
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        # The off-box dead-man's switch: this run vouches for itself on the Hub while it lives.
+        renewer = renewer_for(spec, paths, RecordStore(state), say=progress)
+        if renewer is not None:
+            renewer.start()
         try:
             record = lifecycle.run()
         finally:
             if watch is not None:
                 watch.cancel()
+            if renewer is not None:
+                renewer.finish()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
     finally:

@@ -118,6 +118,7 @@ class Daemon:
         self.notifier.ready(self.status_text())
 
     def close(self) -> None:
+        self.runs.settle_lease()
         self.inbox.stop()
         self.timers.close()
         if self.lock is not None:

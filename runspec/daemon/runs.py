@@ -27,9 +27,10 @@ from runspec.spec.model import FinishAction
 from runspec.store.owner import RunLock
 from runspec.store.paths import StateLayout
 from runspec.store.state import RecordStore, RunRecord, RunStatus, Termination
-from runspec.timers import IDLE_FINISH_ID, Timers
+from runspec.timers import IDLE_FINISH_ID, LEASE_ID, Timers
 from runspec.views.report import summary_lines
 from runspec.voice import error, like, tagged
+from runspec.watch.renew import LeaseRenewer, renewer_for
 
 log = logging.getLogger("runspec.daemon")
 
@@ -72,6 +73,8 @@ class RunKeeper:
         self.timers: Timers | None = None  # the daemon's; None: no idle finish (tests)
         self.inbox_pending: Callable[[], bool] = lambda: False
         self._endgame_thread: threading.Thread | None = None
+        self.lease: LeaseRenewer | None = None
+        self._lease_final: threading.Thread | None = None
 
     # -- the queue ----------------------------------------------------------------------
     def refresh(self) -> int:
@@ -128,9 +131,34 @@ class RunKeeper:
             self.progress(f"{record.name}: {verb}{was}")
             self.worker = Worker(lifecycle, lock)
             self.worker.thread.start()
+            self._renew_lease(lifecycle)
             return
         if not candidates:
             self.end_machine_if_armed()
+
+    def _renew_lease(self, lifecycle: Lifecycle) -> None:
+        """The run's lease, renewed by a timed job of the loop (each renewal in a thread)."""
+        renewer = renewer_for(
+            lifecycle.spec, lifecycle.paths, self.store, clock=self.clock,
+            say=self._run_progress(lifecycle.spec.name),
+        )  # fmt: skip
+        self.lease = renewer
+        if renewer is None or self.timers is None:
+            return
+        self.timers.every(LEASE_ID, renewer.interval, renewer.kick)
+
+    def _end_lease(self) -> None:
+        """The final state into the lease, in a thread (`settle_lease` waits for it)."""
+        if self.timers is not None:
+            self.timers.cancel(LEASE_ID)
+        renewer, self.lease = self.lease, None
+        if renewer is not None and self.timers is not None:
+            self._lease_final = threading.Thread(target=renewer.finish, name="lease", daemon=True)
+            self._lease_final.start()
+
+    def settle_lease(self, timeout: float = 30.0) -> None:
+        if self._lease_final is not None:
+            self._lease_final.join(timeout)
 
     def _lifecycle(self, record: RunRecord, lock: RunLock) -> Lifecycle:
         paths = self.layout.run_paths(record.name)
@@ -183,6 +211,7 @@ class RunKeeper:
         worker.thread.join()
         worker.lock.release()
         self.worker = None
+        self._end_lease()
         record = worker.record
         runqueue.clear_cancel(self.layout.run_paths(record.name))
         if worker.error is not None:

@@ -24,6 +24,7 @@ from runspec.preflight.collective import collective_check, collective_wanted
 from runspec.preflight.datafound import data_yaml_root_check
 from runspec.preflight.profile import profile_check
 from runspec.preflight.report import PreflightReport
+from runspec.preflight.watchcheck import watch_check
 from runspec.secrets.childwalls import wall_in
 from runspec.spec.loader import load_accepted, load_spec
 from runspec.spec.model import Spec
@@ -74,6 +75,7 @@ def machine_checks(
         lambda: [disk.hf_home_check(hf_home_for(spec), Path("/proc/self/mountinfo").read_text())],
     )
     results += _guarded("push", lambda: [checks.push_check(spec, paths)])
+    results += _guarded("watch", lambda: [watch_check(spec)])
     results += _guarded("weights", lambda: [checks.weights_check(spec, paths)])
     return results
 

@@ -38,6 +38,7 @@ from runspec.spec.model import (
     SyntheticDataset,
     TrainSpec,
     Unverified,
+    WatchSpec,
 )
 from runspec.spec.resources import build_resources
 from runspec.spec.schema_errors import Reporter, explain
@@ -166,6 +167,14 @@ def _build_finish(f: dict[str, Any]) -> FinishSpec:
     )
 
 
+def _build_watch(w: dict[str, Any], push: dict[str, Any] | None) -> WatchSpec:
+    lease = w.get("lease", "5m")
+    # Only a Hub repo can carry a lease a watcher elsewhere reads.
+    if lease == "none" or not (isinstance(push, dict) and push.get("hub")):
+        return WatchSpec(lease=None)
+    return WatchSpec(lease=parse_duration(lease))
+
+
 def _env_value(value: str | int | float | bool) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -202,6 +211,7 @@ def _build(data: dict[str, Any], text: str, digest: str, source: str) -> Spec:
             profile=pre.get("profile", False),
         ),
         resources=build_resources(data.get("resources")),
+        watch=_build_watch(data.get("watch", {}), data.get("push")),
         env=MappingProxyType({k: _env_value(v) for k, v in data.get("env", {}).items()}),
         notify=tuple(data["notify"]) if "notify" in data else None,
         source=source,

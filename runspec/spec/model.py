@@ -171,6 +171,13 @@ class FinishSpec:
 
 
 @dataclass(frozen=True)
+class WatchSpec:
+    """The lease `runspec watch` reads (runspec.watch.lease); lease None: no lease."""
+
+    lease: float | None = None
+
+
+@dataclass(frozen=True)
 class PreflightSpec:
     matmul: bool = True
     collective: bool = True
@@ -208,6 +215,7 @@ class Spec:
     finish: FinishSpec = FinishSpec()
     preflight: PreflightSpec = PreflightSpec()
     resources: ResourcesSpec = ResourcesSpec()
+    watch: WatchSpec = WatchSpec()
     env: Mapping[str, str] = field(default_factory=_frozen_map)  # type: ignore[arg-type]
     # Notification URLs (apprise's format, ${NAME} from the daemon's environment); None: the
     # daemon config's.

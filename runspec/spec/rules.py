@@ -331,11 +331,26 @@ def _folders(data: dict[str, Any], state: Path | None) -> Iterator[Finding]:
             )
 
 
+LEASE_MIN_S = 10.0
+
+
+def _watch(data: dict[str, Any]) -> Iterator[Finding]:
+    lease = _get(data, ("watch", "lease"))
+    seconds = _seconds(lease)
+    if seconds is not None and seconds < LEASE_MIN_S:
+        yield Finding(("watch", "lease"), f"lease {lease} is too short: use at least 10s")
+    if lease is not None and lease != "none" and not _get(data, ("push", "hub")):
+        yield Finding(
+            ("watch", "lease"),
+            "a lease lives in the run's Hub repo: set push.hub, or lease: none",
+        )
+
+
 def check_rules(data: dict[str, Any], state: Path | None = None) -> list[Finding]:
     """Every rule beyond the schema, in the order of spec-v1.md. `state` is the state folder
     where it is known (the daemon, `runspec run`): its own folders are refused as targets."""
     findings: list[Finding] = []
-    for rule in (_finite, _durations, _positive_size, _train, _budget, _finish):
+    for rule in (_finite, _durations, _positive_size, _train, _budget, _finish, _watch):
         findings.extend(rule(data))
     findings.extend(_env(data, state))
     findings.extend(_notify(data))

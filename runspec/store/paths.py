@@ -267,6 +267,11 @@ class RunPaths:
         return self.job_dir / "pushed.json"
 
     @property
+    def lease_file(self) -> Path:
+        """The last lease this box wrote to the Hub (runspec.watch.renew), for `status`."""
+        return self.job_dir / "lease.json"
+
+    @property
     def failsafe_file(self) -> Path:
         return self.job_dir / "failsafe.json"
 

@@ -3,6 +3,7 @@ the network, never torch), so it answers at once even while training runs."""
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from pathlib import Path
@@ -84,6 +85,18 @@ def _low_space(paths: RunPaths) -> str | None:
     return None
 
 
+def _lease(paths: RunPaths) -> dict[str, Any] | None:
+    """What the box last wrote to its Hub lease (or read there: who ended it)."""
+    try:
+        data = json.loads(paths.lease_file.read_text()[:65536])
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    keep = ("vouched_until", "renewed_at", "state", "final_verified", "timer", "ended_by")
+    return {k: data.get(k) for k in keep}
+
+
 def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
     paths = StateLayout(state).run_paths(record.name)
     run_dir = paths.run_dir
@@ -128,6 +141,7 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
             budget_stops_at(paths, spec) if record.status is RunStatus.TRAINING else None
         ),
         "transfer": read_snapshot(paths.transfer_file) if live else None,
+        "lease": _lease(paths),
         "elapsed_seconds": elapsed,
         "first_step_seconds": time_to_first_step(record, paths.control_dir),
         # Only a fitted schedule is news: otherwise train.epochs stands.

@@ -64,9 +64,26 @@ def _run_notes(r: dict[str, Any]) -> list[str]:
         )
     elif r.get("low_space"):
         notes.append(f"{name}: low on disk space: {r['low_space']}")
+    if lease := r.get("lease"):
+        notes.append(f"{name}: {lease_text(lease)}")
     if r.get("driven_by"):
         notes.append(f"{name}: driven by {r['driven_by']}")
     return notes
+
+
+def lease_text(lease: dict[str, Any]) -> str:
+    ended = lease.get("ended_by")
+    if isinstance(ended, dict):
+        done = "" if ended.get("confirmed") else " (not confirmed)"
+        return f"{ended.get('action')} by {ended.get('by')}{done}: {ended.get('reason')}"
+    if lease.get("state") == "finished":
+        verified = "verified" if lease.get("final_verified") else "NOT verified"
+        return f"lease closed at {lease.get('renewed_at')} (final push {verified})"
+    text = f"lease vouched until {lease.get('vouched_until')} (renewed {lease.get('renewed_at')})"
+    timer = lease.get("timer")
+    if isinstance(timer, dict):
+        text += f"; provider timer: {timer.get('action')} at {timer.get('at')}"
+    return text
 
 
 def table(rows: list[dict[str, Any]]) -> str:

@@ -1,0 +1,236 @@
+"""The box's side of the lease: renewed every `watch.lease` while the run lives, and the final
+state written at its end.
+
+A renewal reads the lease at the head first and commits on top of that head: when a watcher
+ended this box (`ended_by`), the box says so once and never renews over it, so a stopped box
+that comes back does not fight the watcher. Every renewal is one small commit: at the default
+5m, 12 commits an hour per run (`bench/bench_watch.py` measures it).
+
+Renewals run in a thread of their own (the daemon's loop never touches the network): `kick()`
+starts one unless one is still under way, and a slow Hub costs a renewal, never the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
+from runspec.providers.aws import AWS
+from runspec.providers.awstimer import MARGIN_S, arm_stop_timer, disarm_timer
+from runspec.providers.base import Provider, ProviderError
+from runspec.spec.model import Spec
+from runspec.store.atomic import write_json_atomic
+from runspec.store.paths import RunPaths
+from runspec.store.state import RecordStore, RunRecord
+from runspec.voice import warning
+from runspec.watch.lease import VOUCH_LEASES, HubLease, Lease, LeaseError
+
+log = logging.getLogger("runspec.watch")
+
+FINAL_WAIT_S = 15.0  # the longest the final state's write (and one under way) is waited for
+
+
+def newest_checkpoint(names: list[str]) -> str | None:
+    """The newest of checkpoint names: the highest epoch_N.pt, else last.pt, else best.pt."""
+    plain = [Path(n).name for n in names if n.endswith(".pt")]
+    epochs = [n for n in plain if n.startswith("epoch_") and n[6:-3].isdigit()]
+    if epochs:
+        return max(epochs, key=lambda n: int(n[6:-3]))
+    return next((n for n in ("last.pt", "best.pt") if n in plain), None)
+
+
+def where_it_runs(spec: Spec) -> Provider | None:
+    """This box's provider adapter, as the finish would address it, once it identified the
+    instance; None when it cannot tell (the watcher then notifies instead of acting)."""
+    from runspec.providers.detect import get_provider  # noqa: PLC0415 - a dozen modules, once
+
+    try:
+        provider, _how = get_provider(spec.finish.provider, timeout=5.0)
+        provider.identify()
+    except ProviderError as exc:
+        log.info("the lease names no instance: %s", exc)
+        return None
+    return provider
+
+
+class LeaseRenewer:
+    def __init__(
+        self,
+        spec: Spec,
+        paths: RunPaths,
+        store: RecordStore,
+        *,
+        clock: Clock = SYSTEM,
+        say: Callable[[str], None] = print,
+    ) -> None:
+        assert spec.push is not None and spec.push.hub is not None and spec.watch.lease
+        self.spec = spec
+        self.paths = paths
+        self.store = store
+        self.clock = clock
+        self.say = say
+        self.interval: float = spec.watch.lease
+        self._provider: Provider | None = None
+        self.repo = spec.push.hub.repo
+        self._hub: HubLease | None = None
+        self.ended_by: dict[str, object] | None = None
+        self.renewals = 0
+        self._where: tuple[str | None, str | None, str | None] | None = None
+        self.timer: dict[str, object] | None = None  # the provider's own timer, once armed
+        self._timer_tried = False
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()  # one renewal at a time, the final one included
+
+    @property
+    def hub(self) -> HubLease:
+        """Made at the first renewal: huggingface_hub is imported then, in the renewal's
+        thread, never at the run's start."""
+        if self._hub is None:
+            self._hub = HubLease(self.repo)
+        return self._hub
+
+    def build(self, record: RunRecord) -> Lease:
+        if self._where is None:
+            found = where_it_runs(self.spec)
+            self._where = (None, None, None)
+            if found is not None:
+                region = found.region() if isinstance(found, AWS) else None
+                self._where = (found.name, found.identify(), region)
+            self._provider = found
+        provider, instance, region = self._where
+        self._arm_timer(record)
+        now = self.clock.time()
+        weights = self.paths.run_dir / "weights"
+        local = sorted(p.name for p in weights.glob("*.pt")) if weights.is_dir() else []
+        push = record.last_push
+        deadline = None
+        if record.deadline:
+            deadline = utc_iso(parse_utc_iso(record.deadline) + self.spec.budget.overrun)
+        return Lease(
+            run=self.spec.name,
+            vouched_until=utc_iso(now + VOUCH_LEASES * self.interval),
+            state=record.status.value,
+            epoch=record.epoch,
+            renewed_at=utc_iso(now),
+            lease_s=self.interval,
+            newest_local=newest_checkpoint(local),
+            newest_verified=newest_checkpoint(push.files) if push else None,
+            final_verified=bool(push and push.final),
+            deadline=deadline,
+            provider=provider,
+            instance=instance,
+            region=region,
+            timer=self.timer,
+        )
+
+    def _arm_timer(self, record: RunRecord) -> None:
+        """AWS's own timer at the deadline plus overrun plus a margin, tried once per run."""
+        aws, instance = self._provider, self._where[1] if self._where else None
+        if self._timer_tried or not isinstance(aws, AWS) or not record.deadline or not instance:
+            return
+        self._timer_tried = True
+        at = parse_utc_iso(record.deadline) + self.spec.budget.overrun + MARGIN_S
+        try:
+            self.timer = arm_stop_timer(aws, self.spec.name, instance, at)
+        except ProviderError as exc:  # the watcher stays the guard; said, never fatal
+            self.say(warning(f"{self.spec.name}: no provider timer: {exc}"))
+            return
+        self.say(f"{self.spec.name}: provider timer: aws stops {instance} at {self.timer['at']}")
+
+    def renew(self) -> bool:
+        """One renewal from the record on disk; whether a lease was written."""
+        with self._lock:
+            if self.ended_by is not None:
+                return False
+            record = self.store.load(self.spec.name)
+            if record is None:
+                return False
+            lease = self.build(record)  # arms the provider's timer too, repo or not
+            try:
+                head, current = self.hub.read()
+                if head is None:
+                    return False  # no repo before the first push: nothing to renew in
+                if current is not None and current.ended_by is not None:
+                    self._keep(current.to_json())
+                    self._ended(current.ended_by)
+                    return False
+                self.hub.write(lease, head, f"runspec: lease of {self.spec.name} ({lease.state})")
+                self._keep(lease.to_json())
+            except LeaseError as exc:  # a moved branch or a slow Hub: the next one tries
+                log.warning("%s: the lease was not renewed: %s", self.spec.name, exc)
+                return False
+            self.renewals += 1
+            return True
+
+    def _final(self) -> None:
+        self.renew()
+        aws, timer = self._provider, self.timer
+        record = self.store.load(self.spec.name)
+        if not isinstance(aws, AWS) or timer is None or record is None or not record.ended_at:
+            return
+        try:  # the run ended: whatever its finish did, the box is no longer AWS's to stop
+            disarm_timer(aws, str(timer["name"]))
+        except ProviderError as exc:
+            self.say(warning(f"{self.spec.name}: the provider timer is still armed: {exc}"))
+            return
+        self.say(f"{self.spec.name}: provider timer removed ({timer['name']})")
+
+    def _keep(self, lease: dict[str, object]) -> None:
+        """The lease as the Hub has it, beside the record, so `runspec status` shows it."""
+        try:
+            write_json_atomic(self.paths.lease_file, lease)
+        except OSError as exc:  # a full disk costs the status line, never the renewal
+            log.warning("%s: cannot keep the lease's copy: %s", self.spec.name, exc)
+
+    def _ended(self, ended_by: dict[str, object]) -> None:
+        self.ended_by = ended_by
+        self.say(
+            warning(
+                f"{self.spec.name}: this box was ended by {ended_by.get('by')} "
+                f"({ended_by.get('reason')}, {ended_by.get('action')} at {ended_by.get('at')}); "
+                "the lease is not renewed over it"
+            )
+        )
+
+    def kick(self) -> None:
+        """A renewal in a thread of its own, unless one is still under way."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._thread = threading.Thread(target=self.renew, name="lease", daemon=True)
+        self._thread.start()
+
+    # `runspec run`'s own renewals: a thread that renews every interval until stopped.
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="lease", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        # The first renewal one lease in: before the first push there is no repo to renew in,
+        # and the run's start (its preflight, its budget) is not shared with the Hub client.
+        while not self._stop.wait(self.interval):
+            self.renew()
+
+    def finish(self) -> None:
+        """Stop renewing and write the final state, waiting a bounded time: a Hub that hangs
+        or refuses must not hold up the end of `runspec run` (the lease then expires, and a
+        watcher finds the state of the last renewal)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=FINAL_WAIT_S)
+        final = threading.Thread(target=self._final, name="lease-final", daemon=True)
+        final.start()
+        final.join(timeout=FINAL_WAIT_S)
+
+
+def renewer_for(
+    spec: Spec, paths: RunPaths, store: RecordStore, *, clock: Clock = SYSTEM,
+    say: Callable[[str], None] = print,
+) -> LeaseRenewer | None:  # fmt: skip
+    """The run's renewer, or None when its spec has no lease (or the watcher is off here)."""
+    if spec.watch.lease is None:
+        return None
+    return LeaseRenewer(spec, paths, store, clock=clock, say=say)
