@@ -28,7 +28,14 @@ from runspec.providers.base import GONE, Provider, ProviderError
 from runspec.providers.detect import PROVIDERS
 from runspec.providers.persist import Refused, Window, keep_ending
 from runspec.watch.judge import Decision, Verdict, judge
-from runspec.watch.lease import DamagedLease, HubLease, Lease, LeaseError, LeaseMoved
+from runspec.watch.lease import (
+    LEASE_PATH,
+    DamagedLease,
+    HubLease,
+    Lease,
+    LeaseError,
+    LeaseMoved,
+)
 
 log = logging.getLogger("runspec.watch")
 
@@ -119,7 +126,7 @@ def _once(repo: str, hub: HubLease, opts: WatchOptions, env: dict[str, str], clo
     except LeaseError as exc:
         return Seen(repo, "error", "", error=str(exc))
     if head is None or lease is None:
-        return Seen(repo, "no-lease", "no runspec/lease.json (watch.lease: none, or not pushed)")
+        return Seen(repo, "no-lease", f"no {LEASE_PATH} (watch.lease: none, or not pushed)")
     decision = judge(
         lease, clock.time(), grace=opts.grace,
         destroy_unverified_after=opts.destroy_unverified_after,
