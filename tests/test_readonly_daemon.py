@@ -9,6 +9,7 @@ machine whose state folder sits on its own volume.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
+from runspec.clock import parse_utc_iso
+from runspec.machine.failsafe import GRACE_S
 from tests.fixtures_daemon import DaemonProc, drop, wait_until
 from tests.fixtures_providers import StandIn, VastInstance
 from tests.fixtures_run import base_spec, merge
@@ -46,9 +49,11 @@ def vast(standin: StandIn, provider_env: dict[str, str]) -> dict[str, str]:
     return {**provider_env, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": "vast-key-ro"}
 
 
-def until(daemon: DaemonProc, predicate: Callable[[], object], what: str) -> None:
+def until(
+    daemon: DaemonProc, predicate: Callable[[], object], what: str, bound: float = BOUND
+) -> None:
     try:
-        wait_until(predicate, timeout=BOUND, what=what)
+        wait_until(predicate, timeout=bound, what=what)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{daemon.output[-6000:]}") from None
 
@@ -90,3 +95,33 @@ def test_a_state_folder_read_only_mid_run_is_waited_out_and_the_run_ends(
     assert len(standin.made("DELETE")) == 1 and standin.made("PUT") == []
     local = tmp_path / "runs" / "ro" / "weights" / "last.pt"
     assert hub_server.read_file("me/ro", "weights/last.pt") == local.read_bytes()
+
+
+@pytest.mark.timeout(1200)
+def test_a_state_folder_that_stays_read_only_still_ends_the_machine_by_the_deadline(
+    make_daemon: Any,
+    tmp_path: Path,
+    hub_server: HubServer,
+    standin: StandIn,
+    provider_env: dict[str, str],
+) -> None:
+    daemon = daemon_beside(make_daemon, tmp_path)
+    budget = {"wall_clock": "150s", "overrun": "30s", "reserve": "10s"}
+    train = {"save_period": 60}  # only last.pt and best.pt: the disk check passes
+    drop(daemon.inbox, "stuck.yaml", spec_yaml("stuck", 60, budget=budget, train=train))
+    daemon.start(env=vast(standin, provider_env))
+    daemon.wait_ready()
+    until(daemon, lambda: epoch(daemon, "stuck") >= 1 or "summary:" in daemon.output, "epoch 1")
+    assert epoch(daemon, "stuck") >= 1, daemon.output
+    record = daemon.record("stuck") or {}
+    deadline = parse_utc_iso(str(record["deadline"]))
+    with read_only(daemon.state):
+        # Nobody can record anything now: the daemon lives, and the machine's end still
+        # comes by the deadline plus the overrun (and the failsafe's grace), as a stop: the
+        # newest checkpoints were never verified off this machine.
+        until(daemon, lambda: bool(standin.made("PUT")), "the machine's stop", bound=600)
+        stopped = time.time()
+        assert daemon.proc is not None and daemon.proc.poll() is None, daemon.output
+    assert stopped <= deadline + 30 + GRACE_S + 60, (stopped - deadline, daemon.output)
+    assert standin.made("DELETE") == [], daemon.output
+    assert len(standin.made("PUT")) == 1
