@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runspec.clock import ManualClock, parse_utc_iso
+from runspec.clock import ManualClock, parse_utc_iso, utc_iso
 from runspec.machine import failsafe
 from runspec.machine.endgame import Endgame
 from runspec.machine.finish import FinishResult
@@ -155,3 +155,76 @@ def test_a_run_whose_end_was_never_confirmed_is_ended_by_its_failsafe(
     host = FinishHost(provider=vast, end_window=60.0, retry_base=0.2)
     assert failsafe.fire(state, "a", host=host, progress=said.append) == 0, said
     assert len(standin.made("DELETE")) == 1
+
+
+def _run_ending_at(
+    tmp_path: Path, write_spec: SpecWriter, clock: ManualClock, deadline_in: float
+) -> Path:
+    """Run `a` accepted, finished, with its deadline `deadline_in` s from the clock's now (its
+    spec's budget.overrun is 20 m)."""
+    state = tmp_path / "state"
+    finish = {"action": "destroy", "provider": "vast", "unverified": "stop"}
+    budget = {"wall_clock": "1h", "overrun": "20m"}
+    push = {"dir": str(tmp_path / "volume")}
+    accept(load_spec(write_spec("a", finish=finish, budget=budget, push=push)), state)
+    store = RecordStore(state)
+    record = ended(store, "a", Termination.COMPLETED)
+    record.deadline = utc_iso(clock.time() + deadline_in)
+    store.save(record)
+    return state
+
+
+def _end_that_keeps_failing(
+    state: Path, standin: StandIn, env: dict[str, str], clock: ManualClock
+) -> tuple[Endgame, list[str]]:
+    VastInstance(standin, deletes=(Answer(500, "down"),), puts=(Answer(503, "down"),))
+    env = {**env, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": "k"}
+    vast = Vast(env, confirm_timeout=3.0, poll_interval=0.1, clock=clock)
+    said: list[str] = []
+    game = Endgame(StateLayout(state), host=FinishHost(provider=vast), say=said.append, clock=clock)
+    game.arm("a", DESTROY, hourly_cost=2.0, weights="", why="test")
+    return game, said
+
+
+def test_the_end_keeps_trying_until_the_deadline_plus_the_overrun_not_a_fixed_half_hour(
+    tmp_path: Path, write_spec: SpecWriter, standin: StandIn, provider_env: dict[str, str]
+) -> None:
+    # The run ended 2 h before its deadline: its budget pays for tries until deadline + 20 m.
+    clock = ManualClock()
+    state = _run_ending_at(tmp_path, write_spec, clock, deadline_in=2 * 3600)
+    game, said = _end_that_keeps_failing(state, standin, provider_env, clock)
+    start = clock.time()
+    outcome = game.enter()
+    assert outcome.result is not None and not outcome.result.ok, said
+    tried = [parse_utc_iso(str(a["time"])) for a in attempts(game) if a["sent"]]
+    assert max(tried) - start > 2 * 3600  # still asking past a fixed 30 min
+    assert max(tried) <= start + 2 * 3600 + 20 * 60  # and never past deadline + overrun
+
+
+def test_an_end_reached_at_the_deadline_stops_trying_at_the_overrun(
+    tmp_path: Path, write_spec: SpecWriter, standin: StandIn, provider_env: dict[str, str]
+) -> None:
+    # The budget stop: the run ends at its deadline, so the overrun (20 m) is what is left.
+    clock = ManualClock()
+    state = _run_ending_at(tmp_path, write_spec, clock, deadline_in=0.0)
+    game, said = _end_that_keeps_failing(state, standin, provider_env, clock)
+    start = clock.time()
+    outcome = game.enter()
+    assert outcome.result is not None and not outcome.result.ok, said
+    tried = [parse_utc_iso(str(a["time"])) for a in attempts(game) if a["sent"]]
+    assert max(tried) <= start + 20 * 60 < start + 1800
+    assert max(tried) - start > 10 * 60
+
+
+def test_an_end_past_the_deadline_plus_the_overrun_still_tries_for_a_while(
+    tmp_path: Path, write_spec: SpecWriter, standin: StandIn, provider_env: dict[str, str]
+) -> None:
+    # What the failsafe meets: the budget's window is spent, yet nobody else will ask.
+    clock = ManualClock()
+    state = _run_ending_at(tmp_path, write_spec, clock, deadline_in=-3600.0)
+    game, said = _end_that_keeps_failing(state, standin, provider_env, clock)
+    start = clock.time()
+    outcome = game.enter()
+    assert outcome.result is not None and not outcome.result.ok, said
+    tried = [parse_utc_iso(str(a["time"])) for a in attempts(game) if a["sent"]]
+    assert len(tried) > 2 and start + 60 < max(tried) <= start + FinishHost.least_window

@@ -5,7 +5,9 @@ different finishes, and the promises checked after each kill and at the end.
   the moment the provider sees the DELETE);
 - every run reaches a final state (or is resumed by the next daemon);
 - the machine's end takes effect once, and a command finish runs at most once;
-- never a second trainer for a run (sampled all along, from the process table).
+- never a second trainer for a run (sampled all along, from the process table);
+- one daemon (seeded) meets its state folder made read-only for a few seconds (a read-only bind
+  mount): it must not die of it, and every promise above still holds.
 
 The seed is printed on failure; `RUNSPEC_FAULT_SEED=N` replays one. The vast.ai stand-in
 confirms a stop or a destroy only after a few polls, so kills also land mid-confirmation, and
@@ -36,6 +38,7 @@ from tests.fixtures_daemon import DaemonProc, drop
 from tests.fixtures_providers import Answer, StandIn, VastInstance
 from tests.fixtures_run import base_spec, merge
 from tests.hubserver import HubServer
+from tests.test_readonly_state import read_only
 
 pytestmark = pytest.mark.training
 
@@ -135,10 +138,20 @@ def test_random_daemon_kills_keep_every_promise(
     kills: list[str] = []
     daemon = first
     try:
-        for _ in range(KILLS):
+        read_only_at = rng.randrange(KILLS)  # one daemon meets a read-only state folder
+        for turn in range(KILLS):
             daemon.start(env=env)
             daemon.wait_ready()
             time.sleep(rng.uniform(0.3, 6.0))
+            if turn == read_only_at:
+                held = rng.uniform(2.0, 10.0)
+                with read_only(daemon.state):
+                    time.sleep(held)
+                    phases = {n: (daemon.record(n) or {}).get("status") for n in specs}
+                kills.append(f"read-only for {held:.1f} s with {phases}")
+                assert daemon.proc is not None and daemon.proc.poll() is None, (
+                    f"the daemon died of a read-only state folder; {kills}\n{daemon.output}"
+                )
             how = signal.SIGKILL if rng.random() < 0.7 else signal.SIGTERM
             phases = {n: (daemon.record(n) or {}).get("status") for n in specs}
             kills.append(f"{how.name} with {phases}")

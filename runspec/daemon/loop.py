@@ -30,6 +30,7 @@ from runspec.spec.model import Spec
 from runspec.store.locks import FileLock
 from runspec.store.owner import drop_daemon_pid, take_daemon_lock
 from runspec.store.paths import StateLayout
+from runspec.store.room import is_unwritable
 from runspec.store.state import RecordStore, RunRecord
 from runspec.timers import RESCAN_ID, Timers
 from runspec.views.statusline import describe
@@ -79,6 +80,7 @@ class Daemon:
         self._queue_dirty = True
         self._last_refresh = 0.0
         self._queued_count = 0
+        self._read_only: str | None = None  # the error a read-only state folder gave, said once
 
     # -- flags (signal handlers only set these) ------------------------------------------
     def _on_term(self, signum: int, frame: FrameType | None) -> None:
@@ -156,6 +158,23 @@ class Daemon:
             self._hup = False
             self._queue_dirty = True
             self._reload()
+        try:
+            self._work()
+        except OSError as exc:
+            if not is_unwritable(exc):
+                raise
+            # A state folder made read-only is a state to wait out, never the daemon's end:
+            # said once, and the loop goes on (the runs' own threads wait it out too).
+            if self._read_only is None:
+                self.progress(error(f"runspecd: the state folder is read-only ({exc}); waiting"))
+            self._read_only = str(exc)
+        else:
+            if self._read_only is not None:
+                self.progress("runspecd: the state folder is writable again")
+            self._read_only = None
+        self._ping()
+
+    def _work(self) -> None:
         # The timed jobs (the rescan, the idle finish) run here, in the loop's own thread.
         self.timers.run_due()
         self._report(self.inbox.process())
@@ -166,7 +185,6 @@ class Daemon:
             self._queue_dirty = False
             self._last_refresh = now
             self._queued_count = self.runs.refresh()
-        self._ping()
 
     def _ping(self) -> None:
         self._watchdog()

@@ -8,6 +8,7 @@ import os
 from runspec.clock import Clock, utc_iso
 from runspec.store.atomic import write_json_atomic
 from runspec.store.paths import RunPaths
+from runspec.store.room import is_unwritable
 from runspec.store.state import RecordStore, RunRecord, RunStatus
 
 
@@ -18,7 +19,12 @@ def request_cancel(paths: RunPaths, clock: Clock, by: str = "runspec cancel") ->
 
 
 def clear_cancel(paths: RunPaths) -> None:
-    paths.cancel_file.unlink(missing_ok=True)
+    try:
+        paths.cancel_file.unlink(missing_ok=True)
+    except OSError as exc:
+        if not is_unwritable(exc):
+            raise
+        # A read-only state folder: the request stays; it is only ever read for a live run.
 
 
 def arrival(store: RecordStore, record: RunRecord) -> tuple[str, int, str]:

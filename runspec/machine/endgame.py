@@ -30,6 +30,7 @@ from runspec.alerts import Alerts
 from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.errors import RunspecError
 from runspec.machine.decision import Decision, ends_machine, resolve
+from runspec.machine.endwindow import end_until
 from runspec.machine.finish import FinishContext, FinishHooks, FinishResult, apply_finish
 from runspec.machine.host import FinishHost
 from runspec.machine.machinefile import HISTORY_MAX, Pending, load_pending, save_pending
@@ -252,7 +253,7 @@ class Endgame:
         else:
             alerts.send_and_wait(messages.machine_end(pending.run, decision.line, decision.why))
         if pending.until is None:
-            pending.until = self.clock.time() + host.end_window
+            pending.until = end_until(self.layout, pending.run, host, self.clock.time())
 
         def begin(action: str) -> None:
             # Written before the action is taken: a restart then confirms it, never repeats it.

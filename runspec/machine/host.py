@@ -15,6 +15,7 @@ from runspec.providers.persist import RETRY_BASE
 
 COMMAND_TIMEOUT = 300.0
 END_WINDOW = 1800.0
+LEAST_WINDOW = 300.0
 REAL_POWEROFF: tuple[tuple[str, ...], ...] = (("systemctl", "poweroff"), ("shutdown", "-h", "now"))
 # Set by the test suite for every test (tests/fixtures_providers.py): the real poweroff
 # commands are then refused, whatever container detection says about the machine.
@@ -31,9 +32,11 @@ class FinishHost:
     env: Mapping[str, str] | None = None  # the provider adapters' environment (None: os.environ)
     provider: Provider | None = None  # a ready adapter instead of finish.provider's
     command_timeout: float = COMMAND_TIMEOUT
-    # How long a stop or destroy keeps being retried until the provider confirms it, and the
-    # first pause between tries (doubled each time, Retry-After honoured).
+    # How long a stop or destroy keeps being retried until the provider confirms it when no run
+    # deadline says (runspec.machine.endwindow: else the deadline plus the overrun, and at least
+    # `least_window`), and the first pause between tries (doubled each time, Retry-After honoured).
     end_window: float = END_WINDOW
+    least_window: float = LEAST_WINDOW
     retry_base: float = RETRY_BASE
 
 

@@ -38,7 +38,7 @@ from runspec.run.supervise import RunParts, Supervisor, SupervisorOptions
 from runspec.spec.model import Spec
 from runspec.store.owner import RunLock, RunOwner
 from runspec.store.paths import RunPaths
-from runspec.store.room import SPACE_POLL_S, is_no_space
+from runspec.store.room import SPACE_POLL_S, is_stuck
 from runspec.store.state import RecordStore, RunRecord, RunStatus, Termination
 from runspec.trainer.checkpoints import vouch_after_exit
 from runspec.trainer.launcher import TrainerHandle
@@ -169,9 +169,9 @@ class Lifecycle:
             try:
                 steps[status]()
             except Exception as exc:
-                if is_no_space(exc):
+                if is_stuck(exc):  # a full disk, a read-only state folder
                     self._wait_for_space(status, exc)
-                    continue  # the same phase again: a full disk is a state, not a failure
+                    continue  # the same phase again: a state, not a failure
                 # A bug must not strand the run: its weights still get pushed and the
                 # machine's finish still decided. Once per status.
                 if status in failed_in or not self._recover(status, exc):
@@ -187,9 +187,7 @@ class Lifecycle:
     def _wait_for_space(self, status: RunStatus, exc: BaseException) -> None:
         """Stay in this phase and try it again once space may be back."""
         where = getattr(exc, "filename", None) or str(self.paths.job_dir)
-        self.owner.note_disk_full(
-            str(where), "more than is free", f"no space left while {status.value}: {exc}"
-        )
+        self.owner.note_stuck(str(where), f"while {status.value}: {exc}", exc)
         end = self.clock.monotonic() + SPACE_POLL_S
         while self.clock.monotonic() < end and not self.requests.detached.is_set():
             self.clock.sleep(min(self.options.tick, SPACE_POLL_S))

@@ -26,7 +26,7 @@ from runspec.errors import UsageError
 from runspec.store.atomic import write_bytes
 from runspec.store.locks import FileLock, Holder, holder
 from runspec.store.paths import RunPaths, StateLayout
-from runspec.store.room import free_bytes, is_no_space, write_note
+from runspec.store.room import free_bytes, is_no_space, is_unwritable, write_note
 from runspec.store.state import PushRecord, RecordStore, RunRecord, RunStatus, Termination
 from runspec.voice import error
 
@@ -114,6 +114,7 @@ class RunOwner:
         self.note = store.layout.run_paths(record.name).disk_note
         self._lock = threading.RLock()
         self._unsaved = False
+        self._read_only: str | None = None  # the folder found read-only, said once
         # Told when a save fails for want of space, or works again (the run's progress line).
         self.on_disk_full: Callable[[str], None] = lambda line: None
 
@@ -131,10 +132,11 @@ class RunOwner:
             try:
                 self.store.save(self.record)
             except OSError as exc:
-                if not is_no_space(exc):
-                    raise
-                self._no_space(exc)
+                self._unsaved_by(exc)
                 return False
+            if self._read_only is not None:
+                self.on_disk_full(f"{self._read_only} is writable again: the record is saved")
+                self._read_only = None
             if self._unsaved and self.record.disk_full is not None:
                 self.on_disk_full("space is back: the record is saved again")
                 self.record.disk_full = None
@@ -142,6 +144,31 @@ class RunOwner:
                 self.store.save(self.record)
             self._unsaved = False
             return True
+
+    def _unsaved_by(self, exc: OSError) -> None:
+        """A save that failed for a reason waiting can mend: the record stays in memory (a
+        full disk, a state folder made read-only); any other error is raised."""
+        if is_no_space(exc):
+            self._no_space(exc)
+            return
+        if not is_unwritable(exc):
+            raise exc
+        self._unsaved = True
+        if self._read_only is None:
+            self._read_only = str(self.store.path(self.name).parent)
+            self.on_disk_full(
+                error(
+                    f"STATE FOLDER READ-ONLY: cannot save the run's record in {self._read_only} "
+                    f"({exc.strerror}); the run goes on and saves it once it is writable again"
+                )
+            )
+
+    def note_stuck(self, path: str, what: str, exc: BaseException) -> None:
+        """A phase met a full disk or a read-only folder (`what`: while doing what)."""
+        if is_no_space(exc):
+            self.note_disk_full(path, "more than is free", f"no space left {what}")
+        elif isinstance(exc, OSError):
+            self._unsaved_by(exc)
 
     def _no_space(self, exc: OSError) -> None:
         path = self.store.path(self.name)
@@ -234,9 +261,7 @@ class RunOwner:
             try:
                 self.store.transition(self.record, new, reason, termination)
             except OSError as exc:
-                if not is_no_space(exc):
-                    raise
-                self._no_space(exc)
+                self._unsaved_by(exc)
 
     def failed(self, reason: str, termination: Termination, permanent: bool) -> None:
         """The run failed before its end: on to its final push. A failure no retry can mend

@@ -41,6 +41,11 @@ def is_unwritable(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in UNWRITABLE
 
 
+def is_stuck(exc: BaseException) -> bool:
+    """A write that waiting can mend: a full disk, or a folder made read-only."""
+    return is_no_space(exc) or is_unwritable(exc)
+
+
 NOTE_SIZE = 4096  # bytes reserved for the disk note: written in place, it needs no new block
 
 
