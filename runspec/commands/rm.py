@@ -152,6 +152,7 @@ def _unsafe_left(paths: RunPaths, *, force: bool) -> tuple[str, list[str]] | Non
     from runspec.spec.loader import load_accepted
     from runspec.spec.model import DEFAULT_PUSH_FILES
     from runspec.store.tombstone import local_files
+    from runspec.views.hint import command
 
     try:
         spec = load_accepted(paths.spec_file)
@@ -170,8 +171,9 @@ def _unsafe_left(paths: RunPaths, *, force: bool) -> tuple[str, list[str]] | Non
     if not force:
         raise RunspecError(
             f"run {paths.name!r} is not retired: {why}. Its record is what keeps this machine "
-            f"from being destroyed under {len(files)} files in {paths.run_dir}; push them "
-            "somewhere first, or `--run-folder` to delete them, or `--force` to retire it and "
+            f"from being destroyed under {len(files)} files in {paths.run_dir}; push them first "
+            f"(`{command(f'push {paths.name}', paths.state)}`), or `--run-folder` to delete "
+            "them, or `--force` to retire it and "
             "leave a tombstone that still keeps the machine from being destroyed"
         )
     return why, rels
