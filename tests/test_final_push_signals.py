@@ -62,6 +62,10 @@ def test_two_signals_during_a_retrying_final_push(
             proc.kill()
             proc.communicate()
     assert "interrupted during the final push" in out, out[-4000:]
+    # The retry lines say the final push's real pauses, and no client line without -v.
+    final = out[out.index("final push (at most") :]
+    assert "retrying in 1s" in final and "retrying in 2s" in final, final
+    assert "HTTP Request:" not in out
     assert "no finish action follows" in out
     assert f"runspec push sigpush --state {state}" in out
     assert "second signal: the final push is given up, NOT verified" in out

@@ -59,7 +59,7 @@ def own_job_folder(layout: StateLayout, name: str) -> Path | None:
 
 
 def run(args: argparse.Namespace) -> Outcome:
-    from runspec.errors import RunspecError
+    from runspec.errors import UsageError
     from runspec.printable import printable
     from runspec.store.owner import RunLock
     from runspec.store.paths import StateLayout
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> Outcome:
     except DamagedRecord:
         record = None  # a damaged run is exactly what rm is for
     if record is not None and record.status is not RunStatus.FINISHED:
-        raise RunspecError(
+        raise UsageError(
             f"run {args.name!r} is still {record.status.value}; stop it first with "
             f"`runspec cancel {args.name}`, then rm it once it has finished"
         )
@@ -147,7 +147,7 @@ def _rm_rejected(args: argparse.Namespace, state: Path) -> Outcome:
 
 def _unsafe_left(paths: RunPaths, *, force: bool) -> tuple[str, list[str]] | None:
     """Refuse (or, forced, bury) a run whose run folder stays with unverified weights in it."""
-    from runspec.errors import RunspecError
+    from runspec.errors import RunspecError, UsageError
     from runspec.machine.verdict import demanded, files_safety
     from runspec.spec.loader import load_accepted
     from runspec.spec.model import DEFAULT_PUSH_FILES
@@ -169,7 +169,7 @@ def _unsafe_left(paths: RunPaths, *, force: bool) -> tuple[str, list[str]] | Non
     if not files:
         return None
     if not force:
-        raise RunspecError(
+        raise UsageError(
             f"run {paths.name!r} is not retired: {why}. Its record is what keeps this machine "
             f"from being destroyed under {len(files)} files in {paths.run_dir}; push them first "
             f"(`{command(f'push {paths.name}', paths.state)}`), or `--run-folder` to delete "

@@ -47,7 +47,8 @@ def run(args: argparse.Namespace) -> Outcome:
     lock.acquire()
     try:
         git = git_info(args.spec)
-        accept(spec, state, {"via": "runspec run", **({"git": git} if git else {})})
+        source = {"via": "runspec run", "source_path": str(args.spec.absolute())}
+        accept(spec, state, {**source, **({"git": git} if git else {})})
         paths = RunPaths.for_spec(spec, state)
         as_json = args.format == "json"
         # With --json, stdout holds only the final JSON; progress goes to stderr.

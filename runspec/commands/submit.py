@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.spec.yamlload import too_big
     from runspec.store.atomic import write_bytes
     from runspec.store.paths import provenance_sidecar
+    from runspec.views.hint import command
 
     # The same reader as the inbox's: a FIFO or a device is refused at once, and nothing is
     # read past the size limit (`runspec submit /dev/zero` must not eat the machine's memory).
@@ -95,5 +96,9 @@ def run(args: argparse.Namespace) -> Outcome:
             dirty = " (dirty tree)" if git["dirty"] else ""
             where = f" from {git['path']} at {(git['commit'] or 'no commit')[:12]}{dirty}"
         print(printable(f"submitted {spec.name}{where} -> {target}"))
-        print(f"follow it with: runspec status {spec.name}   (or runspec logs {spec.name} -f)")
+        state = state_dir(args)
+        print(
+            f"follow it with: {command(f'status {spec.name}', state)}   "
+            f"(or {command(f'logs {spec.name} -f', state)})"
+        )
     return Outcome.OK

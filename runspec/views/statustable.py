@@ -64,6 +64,8 @@ def _run_notes(r: dict[str, Any]) -> list[str]:
         )
     elif r.get("low_space"):
         notes.append(f"{name}: low on disk space: {r['low_space']}")
+    if r.get("nobody_drives"):
+        notes.append(f"{name}: {r['nobody_drives']}")
     if r.get("driven_by"):
         notes.append(f"{name}: driven by {r['driven_by']}")
     return notes

@@ -1,0 +1,83 @@
+"""The words match the facts: what `runspec status`, `submit` and the hints say, through the
+real commands (issue 23's "the words match the facts")."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from runspec.run.accept import accept
+from runspec.spec.loader import load_spec
+from runspec.store.paths import StateLayout
+from runspec.store.state import RecordStore, RunStatus, Termination
+from tests.fixtures_run import SpecWriter
+from tests.test_machine_safety import ended, trained
+
+RUNSPEC = [sys.executable, "-m", "runspec"]
+
+
+def _runspec(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*RUNSPEC, *args], capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+
+
+def test_a_run_nobody_drives_says_so_with_no_eta_and_a_cost_that_stands(
+    tmp_path: Path, write_spec: SpecWriter
+) -> None:
+    state = tmp_path / "state"
+    spec_file = write_spec("orphan", epochs=40)
+    spec = load_spec(spec_file)
+    accept(spec, state, {"via": "runspec run", "source_path": str(spec_file)})
+    store = RecordStore(state)
+    record = store.load("orphan")
+    assert record is not None
+    record.started_at = "2026-01-01T00:00:00+00:00"  # long ago: a climbing cost would show
+    record.deadline = "2099-01-01T00:00:00+00:00"
+    for status in (RunStatus.PREFLIGHT, RunStatus.STAGING, RunStatus.TRAINING):
+        store.transition(record, status, "test")
+    trained(StateLayout(state).run_paths("orphan"), 1)
+    out = _runspec("status", "--state", str(state))
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert (
+        f"orphan: nobody drives this run: runspec run {spec_file} --resume --state {state} "
+        "or start runspecd"
+    ) in text, text
+    row = next(line for line in text.splitlines() if line.startswith("orphan "))
+    assert " ETA" not in row and "$" not in row, row  # no ETA, no cost it never ran up here
+
+
+def test_submit_of_a_taken_name_is_a_refusal_exit_2(tmp_path: Path, write_spec: SpecWriter) -> None:
+    state = tmp_path / "state"
+    (state / "inbox").mkdir(parents=True, mode=0o700)
+    state.chmod(0o700)
+    spec_file = write_spec("taken")
+    accept(load_spec(spec_file), state)
+    ended(RecordStore(state), "taken", Termination.COMPLETED)
+    out = _runspec("submit", str(spec_file), "--state", str(state))
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "already finished" in out.stderr
+
+
+def test_runspec_state_sets_the_state_folder_and_hints_carry_state_otherwise(
+    tmp_path: Path, write_spec: SpecWriter
+) -> None:
+    state = tmp_path / "state"
+    (state / "inbox").mkdir(parents=True, mode=0o700)
+    state.chmod(0o700)
+    spec_file = write_spec("hinted")
+    out = _runspec("submit", str(spec_file), "--state", str(state))
+    assert out.returncode == 0, out.stderr
+    assert f"runspec status hinted --state {state}" in out.stdout, out.stdout
+    # With RUNSPEC_STATE naming it, the bare hint works as printed.
+    env = {"RUNSPEC_STATE": str(state)}
+    status = _runspec("status", env=env)
+    assert "hinted" in status.stdout and str(state) in status.stdout, status.stdout
+    (state / "inbox" / "hinted.yaml").unlink()
+    again = _runspec("submit", str(spec_file), env=env)
+    assert again.returncode == 0, again.stderr
+    assert "runspec status hinted " in again.stdout and "--state" not in again.stdout
