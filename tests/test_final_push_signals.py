@@ -51,7 +51,7 @@ def test_two_signals_during_a_retrying_final_push(
     proc = start_run(spec, state, hub_env)
     try:
         wait_record(state, "sigpush", lambda r: r["status"] == "pushing", timeout=300)
-        _wait_log(state, "sigpush", "retrying in", after="final push (at most", timeout=120)
+        _wait_log(state, "sigpush", "retrying in 2s", after="final push (at most", timeout=120)
         proc.send_signal(signal.SIGINT)
         _wait_log(state, "sigpush", "second signal exits now", after="final push", timeout=30)
         proc.send_signal(signal.SIGINT)

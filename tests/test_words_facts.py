@@ -3,16 +3,21 @@ real commands (issue 23's "the words match the facts")."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+from runspec.identity import ProcessIdentity
+from runspec.machine import watcher
 from runspec.run.accept import accept
 from runspec.spec.loader import load_spec
 from runspec.store.paths import StateLayout
 from runspec.store.state import RecordStore, RunStatus, Termination
-from tests.fixtures_run import SpecWriter
+from tests.fixtures_run import SpecWriter, finish_run, start_run, wait_record
 from tests.test_machine_safety import ended, trained
 
 RUNSPEC = [sys.executable, "-m", "runspec"]
@@ -81,3 +86,30 @@ def test_runspec_state_sets_the_state_folder_and_hints_carry_state_otherwise(
     again = _runspec("submit", str(spec_file), env=env)
     assert again.returncode == 0, again.stderr
     assert "runspec status hinted " in again.stdout and "--state" not in again.stdout
+
+
+def test_run_says_the_failsafe_it_leaves_armed_and_how_to_disarm_it(
+    tmp_path: Path, write_spec: SpecWriter
+) -> None:
+    spec = write_spec("armed", epochs=1, finish={"action": "none"})
+    state = tmp_path / "state"
+    paths = StateLayout(state).run_paths("armed")
+    proc = start_run(spec, state)
+    try:
+        wait_record(state, "armed", lambda r: r["status"] == "preflight", timeout=120)
+        proc.send_signal(signal.SIGINT)
+        # Two signals before Python's handler runs count as one: the second comes after.
+        time.sleep(2)
+        proc.send_signal(signal.SIGINT)  # the second: exit now, the run left unfinished
+        _, out = finish_run(proc, timeout=300)
+        ident = ProcessIdentity.from_json(json.loads(paths.failsafe_watch.read_text()))
+        assert ident.alive()
+        assert (
+            f"failsafe: left armed: watcher pid {ident.pid} applies nothing to the machine" in out
+        ), out[-3000:]
+        assert f"to disarm it: kill {ident.pid}" in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        watcher.stop(paths)

@@ -25,6 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> Outcome:
     from runspec.daemon import perms
+    from runspec.machine.leftarmed import left_armed
     from runspec.machine.verdict import run_outcome, run_safety
     from runspec.run.accept import accept
     from runspec.run.beside import refuse_beside_daemon
@@ -80,6 +81,8 @@ def run(args: argparse.Namespace) -> Outcome:
                 signal.signal(signum, handler)
     finally:
         lock.release()
+    if (armed := left_armed(paths)) is not None:
+        progress(armed)  # it outlives this command: say what it will do, and how to stop it
     if as_json:
         print_json(record.to_json())
     else:
