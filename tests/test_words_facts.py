@@ -18,7 +18,7 @@ from runspec.spec.loader import load_spec
 from runspec.store.paths import StateLayout
 from runspec.store.state import RecordStore, RunStatus, Termination
 from tests.fixtures_run import SpecWriter, finish_run, start_run, wait_record
-from tests.test_machine_safety import ended, trained
+from tests.test_machine_safety import ended, push_final, pushed, trained
 
 RUNSPEC = [sys.executable, "-m", "runspec"]
 
@@ -113,3 +113,26 @@ def test_run_says_the_failsafe_it_leaves_armed_and_how_to_disarm_it(
             proc.kill()
             proc.communicate()
         watcher.stop(paths)
+
+
+def test_status_and_logs_of_a_finished_run_give_its_summary(
+    tmp_path: Path, write_spec: SpecWriter
+) -> None:
+    state = tmp_path / "state"
+    volume = tmp_path / "volume"
+    accept(load_spec(write_spec("done", push={"dir": str(volume)})), state)
+    trained(StateLayout(state).run_paths("done"), 3)
+    pushed(RecordStore(state), "done", Termination.COMPLETED)
+    push_final(state, "done")
+    store = RecordStore(state)
+    record = store.load("done")
+    assert record is not None
+    store.transition(record, RunStatus.FINISHED, "test")
+    status = _runspec("status", "done", "--state", str(state))
+    assert "summary: completed at epoch" in status.stdout, status.stdout
+    assert f"to dir {volume / 'done'}" in status.stdout
+    assert "finish:" in status.stdout or "time:" in status.stdout
+    logs = _runspec("logs", "done", "--state", str(state))
+    assert logs.returncode == 0, logs.stderr
+    assert logs.stdout.rstrip().splitlines()[-1].startswith("  "), logs.stdout
+    assert "summary: completed at epoch" in logs.stdout

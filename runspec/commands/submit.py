@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.run.accept import check_name
     from runspec.spec.loader import load_spec_text
     from runspec.spec.provenance import describe_submission
+    from runspec.spec.specbase import resolved_paths
     from runspec.spec.specread import NotRegularFile, SpecTooBig, read_spec
     from runspec.spec.yamlload import too_big
     from runspec.store.atomic import write_bytes
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> Outcome:
     except OSError as exc:
         raise UsageError(f"cannot read {args.spec}: {exc.strerror or exc}") from exc
     try:
-        spec = load_spec_text(data, str(args.spec))
+        spec = load_spec_text(data, str(args.spec), base=args.spec.absolute().parent)
     except SpecInvalid as exc:
         return _invalid(args, exc.problems)
     inbox = (args.inbox or state_dir(args) / "inbox").absolute()
@@ -84,6 +85,10 @@ def run(args: argparse.Namespace) -> Outcome:
     check_name(spec, config.state, runs=config.runs, data=config.data)
     provenance = describe_submission(args.spec, utc_iso(SYSTEM.time()))
     provenance["sha256"] = spec.sha256
+    # What its relative paths mean, as the daemon will read them (runspec.spec.specbase).
+    provenance["spec_dir"] = str(args.spec.absolute().parent)
+    if resolved := resolved_paths(spec):
+        provenance["resolved"] = resolved
     sidecar = provenance_sidecar(inbox, target.name)
     write_bytes(sidecar, json.dumps(provenance, indent=2).encode())
     write_bytes(target, data)

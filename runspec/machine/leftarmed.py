@@ -21,9 +21,7 @@ def left_armed(paths: RunPaths) -> str | None:
     at = state.get("fire_at") or "its deadline"
     if state.get("unit") != "watcher":
         timer = f"{state.get('unit')}.timer"
-        return (
-            f"failsafe: left armed: {timer} fires at {at}; to disarm it: systemctl stop {timer}"
-        )
+        return f"failsafe: left armed: {timer} fires at {at}; to disarm it: systemctl stop {timer}"
     try:
         ident = ProcessIdentity.from_json(json.loads(paths.failsafe_watch.read_text()))
     except (OSError, ValueError, KeyError, TypeError):
@@ -31,7 +29,4 @@ def left_armed(paths: RunPaths) -> str | None:
     if not ident.alive():
         return None
     detail = str(state.get("detail") or "").removeprefix("no systemd here: a detached watcher ")
-    return (
-        f"failsafe: left armed: watcher pid {ident.pid} {detail}; "
-        f"to disarm it: kill {ident.pid}"
-    )
+    return f"failsafe: left armed: watcher pid {ident.pid} {detail}; to disarm it: kill {ident.pid}"
