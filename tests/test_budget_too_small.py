@@ -17,6 +17,7 @@ def test_a_budget_too_small_for_one_epoch_warns_and_the_run_fails(
     spec = write_spec(
         "tiny", epochs=5, budget={"wall_clock": "30s", "reserve": "20s"},
         preflight={"doctor": False, "profile": True}, finish={"action": "none"},
+        push={"dir": str(tmp_path / "volume")},
     )  # fmt: skip
     state = tmp_path / "state"
     code, out = finish_run(start_run(spec, state), timeout=400)
