@@ -40,3 +40,16 @@ def test_cuda_n_is_a_device_and_a_bare_duration_suggests_minutes(tmp_path: Path)
 def test_checkpoints_are_listed_in_natural_order() -> None:
     files = ["weights/epoch_10.pt", "weights/last.pt", "weights/epoch_2.pt", "weights/best.pt"]
     assert summary_weights(files) == " (best.pt, epoch_2.pt, epoch_10.pt, last.pt)"
+
+
+def test_install_refuses_a_root_that_is_not_there_and_names_the_next_command(
+    tmp_path: Path,
+) -> None:
+    missing = _runspec("install", "--root", str(tmp_path / "no-such-root"))
+    assert missing.returncode == 2, missing.stdout + missing.stderr
+    assert "is not a folder" in missing.stderr
+    assert not (tmp_path / "no-such-root").exists()
+    runspec = Path(sys.executable).with_name("runspec")
+    done = _runspec("install", "--root", str(tmp_path), "--exec", str(runspec))
+    assert done.returncode == 0, done.stderr
+    assert f"next: systemctl --root={tmp_path} enable runspecd" in done.stdout
