@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+from runspec.store.owner import daemon_holder
+from runspec.store.paths import StateLayout
 from runspec.views.report import summary_weights
 
 RUNSPEC = [sys.executable, "-m", "runspec"]
@@ -53,3 +57,28 @@ def test_install_refuses_a_root_that_is_not_there_and_names_the_next_command(
     done = _runspec("install", "--root", str(tmp_path), "--exec", str(runspec))
     assert done.returncode == 0, done.stderr
     assert f"next: systemctl --root={tmp_path} enable runspecd" in done.stdout
+
+
+def test_daemon_detach_twice_says_already_running_and_stop_ends_it(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    config = tmp_path / "runspecd.yaml"
+    config.write_text("# defaults\n")
+    config.chmod(0o600)
+    common = ("--state", str(state), "--config", str(config))
+    first = _runspec("daemon", "--detach", *common)
+    try:
+        assert first.returncode == 0, first.stdout + first.stderr
+        pid = int(first.stdout.split("pid ")[1].split(",")[0])
+        assert f"stop it with: runspec daemon --stop --state {state}" in first.stdout
+        again = _runspec("daemon", "--detach", *common)
+        assert again.returncode == 0, again.stderr
+        assert f"runspecd already running (pid {pid})" in again.stdout
+        stopped = _runspec("daemon", "--stop", *common)
+        assert stopped.returncode == 0, stopped.stderr
+        assert f"runspecd (pid {pid}) stopped" in stopped.stdout
+        assert _runspec("daemon", "--stop", *common).stdout.startswith("no runspecd runs on")
+    finally:
+        holder = daemon_holder(StateLayout(state))
+        if holder is not None:
+            os.kill(holder.pid, signal.SIGKILL)
