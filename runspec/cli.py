@@ -133,6 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     as_json = wants_json(argv)
     Parser.json_errors = as_json
     parser = build_parser()
+    if not argv:  # `runspec` alone: what it can do, not an error about a missing command
+        parser.print_help()
+        return exit_code(Outcome.OK)
     args = parser.parse_args(argv)
     # Commands print what a person needs; logging adds detail only with -v. The daemon and
     # `run` point it at their own stream.

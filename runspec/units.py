@@ -29,7 +29,7 @@ def bare_number(text: str) -> str:
     """Why a number written without a unit is refused where a duration goes, and the fix."""
     if re.fullmatch(r"\d+(\.\d+)?", text):
         # `wall_clock: 6` is six hours as often as six seconds: the writer says which.
-        return f"{text} has no unit: write {text}h or {text}s"
+        return f"{text} has no unit: write {text}m, {text}h or {text}s"
     return f"{text} is not a duration: give a number and a unit, e.g. 90m, 1h30m, 45s"
 
 

@@ -228,3 +228,7 @@ def setup_logging(stream: Stream, verbose: bool, tag: str = "runspec") -> None:
     root.setLevel(logging.DEBUG if verbose else logging.WARNING)
     # APScheduler logs every job run at INFO: noise in a journal that people read.
     logging.getLogger("apscheduler").setLevel(logging.DEBUG if verbose else logging.WARNING)
+    # httpx's "HTTP Request: POST ..." line per request is INFO: only with -v (and never
+    # their DEBUG, which can quote headers: runspec.secrets.redact).
+    for name in redact.HTTP_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.WARNING)

@@ -36,6 +36,7 @@ def code_binds() -> list[Path]:
 
 def install(root: Path) -> subprocess.CompletedProcess[str]:
     """`runspec install --root ROOT` of this environment's runspec program."""
+    root.mkdir(parents=True, exist_ok=True)  # install refuses a root that is not there
     runspec = Path(sys.executable).with_name("runspec")
     return runspec_cli("install", "--root", str(root), "--exec", str(runspec), timeout=60)
 

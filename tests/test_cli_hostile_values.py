@@ -63,7 +63,8 @@ def test_validate_refuses_a_bare_number_with_the_fix(tmp_path: Path) -> None:
     out = _runspec("validate", str(spec))
     assert out.returncode == 1
     assert (
-        out.stdout.decode() == f"{spec}:16:15: /budget/wall_clock: 6 has no unit: write 6h or 6s\n"
+        out.stdout.decode()
+        == f"{spec}:16:15: /budget/wall_clock: 6 has no unit: write 6m, 6h or 6s\n"
     )
 
 
@@ -124,4 +125,4 @@ def test_daemon_config_durations_need_a_unit_too(make_daemon, tmp_path: Path) ->
     os.chmod(config, 0o600)
     daemon: DaemonProc = make_daemon(config=config).start()
     assert daemon.wait() == 2
-    assert "incomplete_wait: 60 has no unit: write 60h or 60s" in daemon.output
+    assert "incomplete_wait: 60 has no unit: write 60m, 60h or 60s" in daemon.output

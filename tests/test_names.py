@@ -48,7 +48,7 @@ def test_submit_refuses_a_finished_name_and_rm_frees_it(tmp_path: Path) -> None:
     spec.write_text(spec_text("done"))
 
     refused = runspec("submit", str(spec), "--state", str(state))
-    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "run 'done' already finished (completed)" in refused.stderr
     assert "`runspec rm done`" in refused.stderr
     assert list(inbox.iterdir()) == []  # nothing reached the inbox
@@ -56,7 +56,7 @@ def test_submit_refuses_a_finished_name_and_rm_frees_it(tmp_path: Path) -> None:
     other = tmp_path / "other.yaml"
     other.write_text(spec_text("done").replace("epochs: 2", "epochs: 3"))
     taken = runspec("submit", str(other), "--state", str(state))
-    assert taken.returncode == 1 and "already exists with another spec" in taken.stderr
+    assert taken.returncode == 2 and "already exists with another spec" in taken.stderr
 
     removed = runspec("rm", "done", "--state", str(state))
     assert removed.returncode == 0, removed.stderr
@@ -105,7 +105,7 @@ def test_rm_refuses_a_run_that_has_not_finished(tmp_path: Path) -> None:
     state = tmp_path / "state"
     accept(load_spec_text(spec_text("busy"), "busy.yaml"), state, None, SYSTEM)
     out = runspec("rm", "busy", "--state", str(state))
-    assert out.returncode == 1 and "runspec cancel busy" in out.stderr
+    assert out.returncode == 2 and "runspec cancel busy" in out.stderr
     assert (state / "jobs" / "busy" / "record.json").exists()
 
 

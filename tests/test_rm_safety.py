@@ -43,7 +43,7 @@ def test_rm_refuses_a_run_whose_weights_are_only_here_and_force_leaves_a_tombsto
     trained(layout.run_paths("alone"), 3)
 
     refused = rm(state, "alone")
-    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "is not retired" in refused.stderr and "only on this disk" in refused.stderr
     assert (layout.job_dir("alone") / "record.json").exists()
 

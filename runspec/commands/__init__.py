@@ -32,7 +32,8 @@ def add_state(parser: argparse.ArgumentParser) -> None:
         "--state",
         type=Path,
         default=None,
-        help="state folder (default /var/lib/runspec for root, else ~/.local/state/runspec)",
+        help="state folder (default $RUNSPEC_STATE, else /var/lib/runspec for root, else "
+        "~/.local/state/runspec)",
     )
 
 

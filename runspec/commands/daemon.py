@@ -37,6 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "<state>/runspecd.pid, its output in <state>/runspecd.log",
     )
     parser.add_argument(
+        "--stop",
+        action="store_true",
+        help="stop the daemon of this state folder (SIGTERM: it pushes, then exits) and wait",
+    )
+    parser.add_argument(
         "--env-file",
         type=Path,
         default=None,
@@ -59,6 +64,10 @@ def run(args: argparse.Namespace) -> Outcome:
     )
     if args.dry_run:
         config = config.with_overrides(finish_dry_run=True)
+    if args.stop:
+        from runspec.commands.daemonstop import stop
+
+        return stop(config.state, args.format == "json")
     if args.detach:
         return _detach(config.state, args.format == "json")
     if args.env_file is not None or not envfile.started_by_systemd():
@@ -78,8 +87,16 @@ def _detach(state: Path, as_json: bool) -> Outcome:
     from runspec.errors import RunspecError
     from runspec.store.owner import daemon_holder
     from runspec.store.paths import StateLayout
+    from runspec.views.hint import command
 
     layout = StateLayout(state)
+    running = daemon_holder(layout)
+    if running is not None:  # what was asked is already true: not an error
+        if as_json:
+            print_json({"pid": running.pid, "log": str(layout.daemon_log), "already": True})
+        else:
+            print(f"runspecd already running (pid {running.pid}), log {layout.daemon_log}")
+        return Outcome.OK
     argv = [a for a in sys.argv[1:] if a != "--detach"]
     if "--state" not in argv and not any(a.startswith("--state=") for a in argv):
         argv += ["--state", str(state)]
@@ -102,7 +119,7 @@ def _detach(state: Path, as_json: bool) -> Outcome:
                 print_json({"pid": proc.pid, "log": str(layout.daemon_log)})
                 return Outcome.OK
             print(f"runspecd started: pid {proc.pid}, log {layout.daemon_log}")
-            print(f"stop it with: kill $(cat {layout.daemon_pid})")
+            print(f"stop it with: {command('daemon --stop', state)}")
             return Outcome.OK
         if proc.poll() is not None:
             tail = layout.daemon_log.read_text(errors="replace").splitlines()[-5:]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -113,6 +114,9 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.errors import UsageError
 
     root: Path = args.root.absolute()
+    if not root.is_dir():
+        # A typo'd root would otherwise grow a whole /etc and /var beside it.
+        raise UsageError(f"--root {root} is not a folder: create it, or name the tree to fill")
     executable = args.executable or Path(sys.argv[0]).absolute()
     if not executable.is_absolute() or not os.access(executable, os.X_OK):
         found = shutil.which("runspec")
@@ -163,21 +167,25 @@ def run(args: argparse.Namespace) -> Outcome:
     os.chmod(writable_conf, 0o644)
     listed = ", ".join(str(f) for f in folders) or "none besides the state folder"
     done.append(f"drop-in {writable_conf} (writable: {listed})")
-    nxt = "systemctl daemon-reload && systemctl enable --now runspecd"
+    here = root == Path("/")
+    nxt = (
+        "systemctl daemon-reload && systemctl enable --now runspecd"
+        if here
+        else f"systemctl --root={shlex.quote(str(root))} enable runspecd"
+    )
     again = "systemctl daemon-reload && systemctl restart runspecd"
     if args.format == "json":
-        here = root == Path("/")
         print_json(
             {
                 "installed": done,
-                "next": nxt if here else None,
+                "next": nxt,
                 "if_running": again if here else None,
             }
         )
         return Outcome.OK
     for line in done:
         print(f"installed {line}")
-    if root == Path("/"):
-        print(f"next: {nxt}")
+    print(f"next: {nxt}")
+    if here:
         print(f"      (already running: {again})")
     return Outcome.OK

@@ -32,9 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> Outcome:
     from runspec.clock import SYSTEM
     from runspec.errors import UsageError
-    from runspec.printable import printable
+    from runspec.printable import printable, printable_lines
     from runspec.store.paths import StateLayout
     from runspec.store.state import RecordStore, RunStatus
+    from runspec.views.finished import finished_summary
     from runspec.views.logstream import Entry, log_files, read_all
 
     if args.lines is not None and args.lines < 0:
@@ -67,4 +68,8 @@ def run(args: argparse.Namespace) -> Outcome:
         # Read once more after the end, so the tail is never lost. The training's output
         # appears only once training starts: a missing file is simply empty until then.
         show(read_all(files, final=ended))
+    # The story ends with what the run came to (not with -n 0, or in JSON).
+    summary = finished_summary(state, args.name) if args.lines != 0 else None
+    if summary is not None and args.format != "json" and not args.training:
+        sys.stdout.write(printable_lines("\n".join(summary)) + "\n")
     return Outcome.OK

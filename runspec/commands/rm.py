@@ -60,7 +60,7 @@ def own_job_folder(layout: StateLayout, name: str) -> Path | None:
 
 
 def run(args: argparse.Namespace) -> Outcome:
-    from runspec.errors import RunspecError
+    from runspec.errors import UsageError
     from runspec.printable import printable
     from runspec.store.owner import RunLock
     from runspec.store.paths import StateLayout
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> Outcome:
     except DamagedRecord:
         record = None  # a damaged run is exactly what rm is for
     if record is not None and record.status is not RunStatus.FINISHED:
-        raise RunspecError(
+        raise UsageError(
             f"run {args.name!r} is still {record.status.value}; stop it first with "
             f"`runspec cancel {args.name}`, then rm it once it has finished"
         )
@@ -148,11 +148,12 @@ def _rm_rejected(args: argparse.Namespace, state: Path) -> Outcome:
 
 def _unsafe_left(paths: RunPaths, *, force: bool) -> tuple[str, list[str]] | None:
     """Refuse (or, forced, bury) a run whose run folder stays with unverified weights in it."""
-    from runspec.errors import RunspecError
+    from runspec.errors import RunspecError, UsageError
     from runspec.machine.verdict import demanded, files_safety
     from runspec.spec.loader import load_accepted
     from runspec.spec.model import DEFAULT_PUSH_FILES
     from runspec.store.tombstone import local_files
+    from runspec.views.hint import command
 
     try:
         spec = load_accepted(paths.spec_file)
@@ -169,10 +170,11 @@ def _unsafe_left(paths: RunPaths, *, force: bool) -> tuple[str, list[str]] | Non
     if not files:
         return None
     if not force:
-        raise RunspecError(
+        raise UsageError(
             f"run {paths.name!r} is not retired: {why}. Its record is what keeps this machine "
-            f"from being destroyed under {len(files)} files in {paths.run_dir}; push them "
-            "somewhere first, or `--run-folder` to delete them, or `--force` to retire it and "
+            f"from being destroyed under {len(files)} files in {paths.run_dir}; push them first "
+            f"(`{command(f'push {paths.name}', paths.state)}`), or `--run-folder` to delete "
+            "them, or `--force` to retire it and "
             "leave a tombstone that still keeps the machine from being destroyed"
         )
     return why, rels

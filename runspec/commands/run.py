@@ -75,6 +75,7 @@ def _resume(
 def run(args: argparse.Namespace) -> Outcome:
     from runspec.daemon import perms
     from runspec.engines.onbox import detect, engine_outcome, engine_spec
+    from runspec.machine.leftarmed import left_armed
     from runspec.machine.verdict import run_outcome, run_safety
     from runspec.run.accept import accept
     from runspec.run.beside import refuse_beside_daemon
@@ -101,7 +102,8 @@ def run(args: argparse.Namespace) -> Outcome:
     try:
         resumed = _resume(args, spec, state, engine)
         git = git_info(args.spec)
-        accept(spec, state, {"via": "runspec run", **({"git": git} if git else {})})
+        source = {"via": "runspec run", "source_path": str(args.spec.absolute())}
+        accept(spec, state, {**source, **({"git": git} if git else {})})
         paths = RunPaths.for_spec(spec, state)
         as_json = args.format == "json"
         # With --json, stdout holds only the final JSON; progress goes to stderr.
@@ -156,6 +158,8 @@ def run(args: argparse.Namespace) -> Outcome:
                 signal.signal(signum, handler)
     finally:
         lock.release()
+    if (armed := left_armed(paths)) is not None:
+        progress(armed)  # it outlives this command: say what it will do, and how to stop it
     if as_json:
         print_json(record.to_json())
     else:

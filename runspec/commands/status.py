@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.store.owner import daemon_holder
     from runspec.store.paths import StateLayout
     from runspec.store.state import RecordStore, RunStatus
+    from runspec.views.finished import finished_summary
     from runspec.views.inboxview import rejected, waiting
     from runspec.views.runinfo import damaged_info, info
     from runspec.views.statustable import table
@@ -104,6 +105,8 @@ def run(args: argparse.Namespace) -> Outcome:
             print(f"runspecd: {'running, ' + str(daemon) if daemon else 'not running'} ({state})")
             # Run folders and file names come from specs: escaped, so none drives the terminal.
             print(printable_lines(table(rows)) if rows else "no runs under way")
+            if args.name and (summary := finished_summary(state, args.name)) is not None:
+                print(printable_lines("\n".join(summary)))
             hidden = len(finished) if not (args.all or args.name) else 0
             if hidden:
                 print(f"({hidden} finished: runspec status -a shows them)")

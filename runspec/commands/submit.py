@@ -88,10 +88,12 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.run.accept import check_name
     from runspec.spec.loader import load_spec_text
     from runspec.spec.provenance import describe_submission
+    from runspec.spec.specbase import resolved_paths
     from runspec.spec.specread import NotRegularFile, SpecTooBig, read_spec
     from runspec.spec.yamlload import too_big
     from runspec.store.atomic import write_bytes
     from runspec.store.paths import provenance_sidecar
+    from runspec.views.hint import command
 
     # The same reader as the inbox's: a FIFO or a device is refused at once, and nothing is
     # read past the size limit (`runspec submit /dev/zero` must not eat the machine's memory).
@@ -104,7 +106,7 @@ def run(args: argparse.Namespace) -> Outcome:
     except OSError as exc:
         raise UsageError(f"cannot read {args.spec}: {exc.strerror or exc}") from exc
     try:
-        spec = load_spec_text(data, str(args.spec))
+        spec = load_spec_text(data, str(args.spec), base=args.spec.absolute().parent)
     except SpecInvalid as exc:
         return _invalid(args, exc.problems)
     inbox = (args.inbox or state_dir(args) / "inbox").absolute()
@@ -120,6 +122,10 @@ def run(args: argparse.Namespace) -> Outcome:
     check_name(spec, config.state, runs=config.runs, data=config.data)
     provenance = describe_submission(args.spec, utc_iso(SYSTEM.time()))
     provenance["sha256"] = spec.sha256
+    # What its relative paths mean, as the daemon will read them (runspec.spec.specbase).
+    provenance["spec_dir"] = str(args.spec.absolute().parent)
+    if resolved := resolved_paths(spec):
+        provenance["resolved"] = resolved
     sidecar = provenance_sidecar(inbox, target.name)
     write_bytes(sidecar, json.dumps(provenance, indent=2).encode())
     write_bytes(target, data)
@@ -134,5 +140,9 @@ def run(args: argparse.Namespace) -> Outcome:
         if resumed is not None:
             print(printable(resumed))
         print(printable(f"submitted {spec.name}{where} -> {target}"))
-        print(f"follow it with: runspec status {spec.name}   (or runspec logs {spec.name} -f)")
+        state = state_dir(args)
+        print(
+            f"follow it with: {command(f'status {spec.name}', state)}   "
+            f"(or {command(f'logs {spec.name} -f', state)})"
+        )
     return Outcome.OK

@@ -215,6 +215,8 @@ def run_outcome(safety: Safety, record: RunRecord) -> Outcome:
     """How `runspec run` turned out (its exit status comes from runspec.cli)."""
     if record.termination not in SUCCESSFUL:
         return Outcome.FAILED
+    if record.epoch < 1:
+        return Outcome.FAILED  # the budget ended it before its first epoch: no weights
     if not safety.safe:
         return Outcome.UNVERIFIED
     return Outcome.OK

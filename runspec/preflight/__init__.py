@@ -52,8 +52,11 @@ def _which_spec(spec: Spec, paths: RunPaths, tmp: Path, accepted: bool) -> list[
         raise RunspecError(f"spec {spec.name!r} has no text to hand to the preflight child")
     path = tmp / "spec.yaml"
     path.write_text(spec.text, encoding="utf-8")
+    # Its relative paths mean its own folder, not this temporary one (runspec.spec.specbase).
+    base = Path(spec.source).absolute().parent
     return [
-        "--spec", str(path), "--project", str(paths.project), "--data-root", str(paths.data_root)
+        "--spec", str(path), "--base", str(base), "--project", str(paths.project),
+        "--data-root", str(paths.data_root),
     ]  # fmt: skip
 
 

@@ -123,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m runspec.preflight")
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--spec", type=Path, help="a run spec (YAML), judged here")
+    parser.add_argument("--base", type=Path, help="the folder its relative paths mean")
     which.add_argument("--run", help="a run accepted into the state folder, by its name")
     parser.add_argument("--state", type=Path, required=True, help="the state folder")
     parser.add_argument("--project", type=Path, help="where run folders go (default: the spec's)")
@@ -152,7 +153,7 @@ def _spec_and_paths(args: argparse.Namespace) -> tuple[Spec, RunPaths]:
     if args.run is not None:  # accepted: its saved spec, never judged again, and saved paths
         paths = StateLayout(state).run_paths(args.run)
         return load_accepted(paths.spec_file), paths
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec, base=args.base)
     paths = RunPaths.for_spec(spec, state)
     # Relative folders in a spec mean relative to the state folder (as staging reads them);
     # this child runs in a temporary folder.

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from runspec.budgetfit import PROFILE_FIGURE, epochs_in, plan
+from runspec.budgetfit import PROFILE_FIGURE, end_reserve, epochs_in, plan
 from runspec.checkresult import CheckResult, failed, passed, warned
 from runspec.clock import human_duration
 from runspec.spec.model import BudgetFit, Spec
@@ -107,6 +107,13 @@ def _fit_text(spec: Spec, epoch_s: float) -> tuple[str, bool]:
     none, `about 38 of your 100 epochs fit in the 6h00m wall clock`), and whether all do."""
     fit, total = epochs_that_fit(spec, epoch_s), spec.train.epochs
     wall = human_duration(spec.budget.wall_clock)
+    if fit < 1:
+        return (
+            f"not even one of your {total} epochs fits in the {wall} wall clock with the "
+            f"end's reserve of {human_duration(end_reserve(spec))}: the run would end with "
+            "no weights",
+            False,
+        )
     if fit >= total:
         return f"all {total} of your {total} epochs fit in the {wall} wall clock", True
     fitted = plan(spec, epoch_s, spec.budget.wall_clock)

@@ -31,7 +31,14 @@ if TYPE_CHECKING:
 
 
 class PushFailed(RunspecError):
-    """A push that did not reach the target or could not be verified there (one line)."""
+    """A push that did not reach the target or could not be verified there (one line).
+
+    `permanent`: the target refused it in a way that trying again does not change (an HTTP
+    403 or 404: a token that may not write, a repo that is not there), not an outage."""
+
+    def __init__(self, message: str, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
 
 
 @dataclass(frozen=True)

@@ -154,6 +154,13 @@ class HubTarget(PushTarget):
                 self.repo, operations=operations, commit_message=message, repo_type="model"
             )
         except Exception as exc:  # any client or network error fails this push only
+            status = refusal_status(exc)
+            if status is not None:
+                raise PushFailed(
+                    f"push to {self.description} refused (HTTP {status}, not an outage: trying "
+                    f"again does not change it): {one_line(exc)}",
+                    permanent=True,
+                ) from exc
             raise PushFailed(f"push to {self.description} failed: {one_line(exc)}") from exc
         return str(info.oid)
 
@@ -204,6 +211,20 @@ class HubTarget(PushTarget):
                     f"{entry.sha256[:12]} it recorded"
                 )
         return problems
+
+
+# A 4xx that a retry cannot turn into a success; 408 (timeout) and 429 (slow down) can.
+PERMANENT_STATUSES = frozenset({400, 401, 403, 404, 405, 409, 410, 411, 413, 422})
+
+
+def refusal_status(exc: BaseException) -> int | None:
+    """The HTTP status of a client error that is the Hub's answer, not an outage; else None."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    if not isinstance(exc, HfHubHTTPError) or exc.response is None:
+        return None
+    status = int(exc.response.status_code)
+    return status if status in PERMANENT_STATUSES else None
 
 
 def _small_file(repo: str, path: str) -> bytes | None:

@@ -19,6 +19,7 @@ import dataclasses
 import json
 import logging
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -96,6 +97,8 @@ class Pusher:
         self._last_verified: float | None = None  # monotonic
         self._noted_full = False  # the last failure was a full disk, said to the owner
         self._failures = 0
+        self.last_failure: str | None = None  # the newest failed push's one line
+        self.last_permanent = False  # ... and whether the target refused it for good
         self._retry_at: float | None = None  # monotonic
         self._sent_bytes = 0
         self._sent_seconds = 0.0
@@ -130,16 +133,25 @@ class Pusher:
             self._want_checkpoint = True
             self._cond.notify_all()
 
-    def push_now(self, final: bool, timeout: float) -> PushRecord | None:
-        """Push at once (no minimum interval) and wait at most `timeout` seconds; the
-        verified push, or None. A final push includes the run's logs and state."""
+    def push_now(
+        self, final: bool, timeout: float, give_up: Callable[[], bool] | None = None
+    ) -> PushRecord | None:
+        """Push at once (no minimum interval) and wait at most `timeout` seconds, or until
+        `give_up()` (asked every WAIT_SLICE); the verified push, or None. A final push
+        includes the run's logs and state."""
         request = PushNow(final=final)
         with self._cond:
             if self._thread is None or not self._thread.is_alive():
                 return None
+            self.last_failure, self.last_permanent = None, False  # this push's, from now
             self._now.append(request)
             self._cond.notify_all()
-        request.done.wait(timeout)
+        # Real seconds, as the worker's network calls take them (whatever the clock seam says).
+        end = time.monotonic() + timeout
+        while not request.done.is_set() and (left := end - time.monotonic()) > 0:
+            if give_up is not None and give_up():
+                return None
+            request.done.wait(min(left, WAIT_SLICE))
         return request.result
 
     def pending_bytes(self) -> int:
@@ -232,17 +244,31 @@ class Pusher:
             if not isinstance(exc, PushFailed):
                 # The traceback's frames can quote a request's headers: scrubbed like the rest.
                 log.debug("push failed:\n%s", scrub(traceback.format_exc()))
-            self._failed(message)
+            permanent = isinstance(exc, PushFailed) and exc.permanent
+            self._failed(message, permanent, say_retry=not answer_unchanged)
             return None
         return pushed
 
-    def _failed(self, message: str) -> None:
+    def _failed(self, message: str, permanent: bool, say_retry: bool) -> None:
+        """Record a failed push and schedule its retry. A push asked for now is retried by
+        whoever asked (runspec.push.until), which says its own delay."""
         self._failures += 1
-        delay = pause_after(self._failures, self.retry_base, self.retry_max)
+        self.last_failure, self.last_permanent = message, permanent
+        # A refusal is not an outage: not tried again every minute, but at the longest pause.
+        delay = (
+            self.retry_max
+            if permanent
+            else pause_after(self._failures, self.retry_base, self.retry_max)
+        )
+        now = self.clock.monotonic()
         with self._cond:
-            self._retry_at = self.clock.monotonic() + delay
+            self._retry_at = now + delay
+            # The retry also waits out the commit interval: the delay said is the real one.
+            if self._last_commit is not None:
+                delay = max(delay, self._last_commit + self.min_interval - now)
         log.debug("%s: %s (retry in %.0f s)", self.spec.name, message, delay)
-        self.progress(warning(f"push failed, retrying in {human_duration(delay)}: {message}"))
+        if say_retry:
+            self.progress(warning(f"push failed, retrying in {human_duration(delay)}: {message}"))
         self.owner.push_failed(f"{utc_iso(self.clock.time())} {message}")
 
     def _warranted(self, complete: list[CheckpointFile]) -> bool:

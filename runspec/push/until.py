@@ -3,11 +3,18 @@ failure, with a growing pause, until one is verified or its time is up."""
 
 from __future__ import annotations
 
-import threading
+from collections.abc import Callable
 
+from runspec.backoff import pause_after
 from runspec.clock import Clock, human_duration
 from runspec.push.pusher import Pusher
 from runspec.store.state import PushRecord
+from runspec.voice import warning
+
+# How often a wait looks at `give_up`: a second Ctrl-C is answered within this.
+WATCH_S = 0.2
+FIRST_PAUSE_S = 1.0
+MAX_PAUSE_S = 30.0
 
 
 def push_until_verified(
@@ -16,19 +23,26 @@ def push_until_verified(
     final: bool,
     timeout: float,
     clock: Clock,
-    give_up: threading.Event | None = None,
+    give_up: Callable[[], bool] | None = None,
 ) -> PushRecord | None:
     """Push, and push again after a failure (a dropped connection, a 500 the client gave up
-    on), with a growing pause, until one is verified, `timeout` passed or `give_up` is set."""
+    on), with a growing pause, until one is verified, `timeout` passed or `give_up()` says so
+    (asked every WATCH_S, also while a push is in flight)."""
+    stop = give_up or (lambda: False)
     end = clock.monotonic() + timeout
-    pause = 1.0
+    failures = 0
     while True:
         left = end - clock.monotonic()
-        pushed = pusher.push_now(final=final, timeout=max(left, 1.0))
+        pushed = pusher.push_now(final=final, timeout=max(left, 1.0), give_up=stop)
         if pushed is not None:
             return pushed
+        failures += 1
+        pause = pause_after(failures, FIRST_PAUSE_S, MAX_PAUSE_S)
         left = end - clock.monotonic()
-        if left <= pause or (give_up is not None and give_up.is_set()):
+        if pusher.last_permanent:
+            pusher.progress(warning(f"not tried again: {pusher.last_failure}"))
+            return None
+        if left <= pause or stop():
             if not pusher.owner.record.push_error:
                 # A slow or hung target raises nothing: say why the push is not verified.
                 what = "the final push" if final else "the push"
@@ -37,5 +51,11 @@ def push_until_verified(
                     "took it and has not answered (slow or hung)"
                 )
             return None
-        clock.sleep(pause)
-        pause = min(pause * 2, 30.0)
+        if pusher.last_failure is not None:
+            # The pusher's own line would name its scheduled retry's delay, not this one.
+            pusher.progress(
+                warning(f"push failed, retrying in {human_duration(pause)}: {pusher.last_failure}")
+            )
+        wake = clock.monotonic() + pause
+        while (rest := wake - clock.monotonic()) > 0 and not stop():
+            clock.sleep(min(rest, WATCH_S))

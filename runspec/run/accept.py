@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from runspec.clock import SYSTEM, Clock, utc_iso
-from runspec.errors import RunspecError
+from runspec.errors import UsageError
 from runspec.spec.model import Spec
 from runspec.spec.rules import RULES_VERSION
 from runspec.store.atomic import write_json_atomic
@@ -24,8 +24,8 @@ from runspec.store.room import reserve_note
 from runspec.store.state import DamagedRecord, RecordStore, RunRecord, RunStatus
 
 
-class NameTaken(RunspecError):
-    pass
+class NameTaken(UsageError):
+    """A refusal of the command line (exit 2): the name belongs to another run."""
 
 
 def check_name(

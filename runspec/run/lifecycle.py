@@ -34,6 +34,7 @@ from runspec.push.cardpush import made_weights, push_card
 from runspec.push.report import prepare
 from runspec.push.until import push_until_verified
 from runspec.requests import RunRequests
+from runspec.run.finalsignals import FinalPushSignals, window_left
 from runspec.run.supervise import RunParts, Supervisor, SupervisorOptions
 from runspec.spec.model import Spec
 from runspec.store.owner import RunLock, RunOwner
@@ -312,8 +313,8 @@ class Lifecycle:
         return self._pusher
 
     def _stop_pusher(self) -> None:
-        if self._pusher is not None:
-            self._pusher.stop()
+        if self._pusher is not None:  # after a second signal, a push in flight is not waited for
+            self._pusher.stop(0.5 if self.requests.aborted.is_set() else 10.0)
             self._pusher = None
 
     def _train(self) -> None:
@@ -347,25 +348,23 @@ class Lifecycle:
         if pusher is not None:
             prepare(self.spec, self.paths, self.record, self.say)  # the curves and the card
             # Past deadline + overrun already: one short, bounded try.
-            remaining = deadline_of(self.record) + self.spec.budget.overrun - self.clock.time()
-            timeout = max(remaining, 15.0)
+            timeout = max(window_left(self), 15.0)
             self.say(f"final push (at most {human_duration(timeout)} to verify it)")
+            signals = FinalPushSignals(self, timeout)
             pushed = push_until_verified(
-                pusher,
-                final=True,
-                timeout=timeout,
-                clock=self.clock,
-                give_up=self.requests.aborted,
+                pusher, final=True, timeout=timeout, clock=self.clock, give_up=signals
             )
+            if pushed is None and signals.gave_up():
+                self._move(RunStatus.FINISHED, "the final push was given up at a second signal")
+                return
             if pushed is None:
                 lost = "final push NOT verified: the weights may exist only on this machine"
                 self.say(error(lost))
             else:
                 self._stop_pusher()  # the card's commit is the last; none may race it
-                left = deadline_of(self.record) + self.spec.budget.overrun - self.clock.time()
-                push_card(pusher.target, self.paths, self.say, left)
+                push_card(pusher.target, self.paths, self.say, window_left(self))
         term = self.record.termination or Termination.COMPLETED
-        if term in NO_FINISH or not self.options.finish:
+        if term in NO_FINISH or not self.options.finish or self.requests.interrupted.is_set():
             nxt = f"no finish action ({term.value}): the machine is kept"
             said = messages.ended(self.spec, self.paths, self.record, pushed is not None, nxt)
             # Waited for (bounded): `runspec run` ends right after, and its threads with it.

@@ -42,6 +42,7 @@ from runspec.spec.model import (
 )
 from runspec.spec.resources import build_resources
 from runspec.spec.schema_errors import Reporter, explain
+from runspec.spec.specbase import accepted_base, rebase
 from runspec.spec.specread import NotRegularFile, SpecTooBig, read_spec
 from runspec.spec.yamlload import YamlDocument, json_pointer, load_yaml, too_big
 from runspec.units import parse_duration, parse_size
@@ -181,7 +182,11 @@ def _env_value(value: str | int | float | bool) -> str:
     return str(value)
 
 
-def _build(data: dict[str, Any], text: str, digest: str, source: str) -> Spec:
+def _build(
+    data: dict[str, Any], text: str, digest: str, source: str, base: Path | None = None
+) -> Spec:
+    if base is not None:
+        rebase(data, base)
     finish = _build_finish(data.get("finish", {}))
     b = data["budget"]
     reserve = b.get("reserve", "auto")
@@ -221,7 +226,7 @@ def _build(data: dict[str, Any], text: str, digest: str, source: str) -> Spec:
 
 
 def check_spec_text(
-    raw: str | bytes, source: str, state: Path | None = None
+    raw: str | bytes, source: str, state: Path | None = None, base: Path | None = None
 ) -> tuple[Spec | None, list[Problem]]:
     """The Spec, or None and every problem found. Never raises for what the text holds.
     `state`: the state folder the spec will run under, where known (its internals are then
@@ -233,11 +238,15 @@ def check_spec_text(
     if problems:
         return None, problems
     data = raw.encode("utf-8") if isinstance(raw, str) else raw
-    return _build(doc.data, doc.text, hashlib.sha256(data).hexdigest(), source), []
+    return _build(doc.data, doc.text, hashlib.sha256(data).hexdigest(), source, base), []
 
 
-def load_spec_text(text: str | bytes, source: str, state: Path | None = None) -> Spec:
-    spec, problems = check_spec_text(text, source, state)
+def load_spec_text(
+    text: str | bytes, source: str, state: Path | None = None, base: Path | None = None
+) -> Spec:
+    """`base`: the folder relative `dataset.path` and `train.model` paths mean (the spec
+    file's own; runspec.spec.specbase)."""
+    spec, problems = check_spec_text(text, source, state, base)
     if spec is None:
         raise SpecInvalid(problems)
     return spec
@@ -263,11 +272,12 @@ def check_spec_file(path: Path) -> list[Problem]:
     return check_spec_text(raw, str(path))[1]
 
 
-def load_spec(path: Path, state: Path | None = None) -> Spec:
+def load_spec(path: Path, state: Path | None = None, base: Path | None = None) -> Spec:
+    """The spec in `path`; its relative paths mean `base`, by default the file's folder."""
     raw = _read(path)
     if isinstance(raw, Problem):
         raise SpecInvalid([raw])
-    return load_spec_text(raw, str(path), state)
+    return load_spec_text(raw, str(path), state, base or path.absolute().parent)
 
 
 class AcceptedSpecUnreadable(RunspecError):
@@ -296,7 +306,8 @@ def load_accepted(path: Path) -> Spec:
     if isinstance(train, dict) and isinstance(train.get("args"), dict):
         train["args"] = rules.normalise_args(train["args"])[0]
     try:
-        return _build(data, doc.text, hashlib.sha256(raw).hexdigest(), str(path))
+        digest = hashlib.sha256(raw).hexdigest()
+        return _build(data, doc.text, digest, str(path), accepted_base(path))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise AcceptedSpecUnreadable(
             f"{path} is no longer a spec runspec can build ({type(exc).__name__}: {exc})"

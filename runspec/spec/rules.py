@@ -174,8 +174,9 @@ def gpu_list(device: Any) -> list[int] | None:
     """The GPU indices a device value names; None for cpu, all, or a value the schema refuses."""
     if _is_int(device) and device >= 0:
         return [device]
-    if isinstance(device, str) and re.fullmatch(r"[0-9]+(,[0-9]+)*", device):
-        return [int(part) for part in device.split(",")]
+    # `cuda:1` is torch's own name for GPU 1.
+    if isinstance(device, str) and re.fullmatch(r"(cuda:)?[0-9]+(,(cuda:)?[0-9]+)*", device):
+        return [int(part.removeprefix("cuda:")) for part in device.split(",")]
     return None
 
 

@@ -51,7 +51,12 @@ def rejected_dir(inbox: Path) -> Path:
     return inbox / REJECTED
 
 
+STATE_VARIABLE = "RUNSPEC_STATE"  # the state folder for every command without --state
+
+
 def default_state_dir() -> Path:
+    if chosen := os.environ.get(STATE_VARIABLE):
+        return Path(chosen)
     if os.geteuid() == 0:
         return Path("/var/lib/runspec")
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")

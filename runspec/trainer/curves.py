@@ -51,12 +51,15 @@ def draw(rows: list[dict[str, Any]], out: Path, title: str) -> None:
         if values:
             maps.plot(epochs, values, marker="o", label=key.removeprefix("metrics/"))
     maps.set_title("validation mAP")
+    maps.set_ylim(0, 1)  # an mAP is a fraction: a rise from 0.01 to 0.02 is not a cliff
     name = next((str(r["best_metric_name"]) for r in rows if r.get("best_metric_name")), "")
     for key, style in (("current_metric", "o"), ("best_metric", "-")):
         epochs, values = _series(validated if key == "current_metric" else rows, key)
         if values:
             best.plot(epochs, values, style, label=key.replace("_metric", ""))
     best.set_title(f"{name.removeprefix('metrics/') or 'metric'}: each validation, best so far")
+    if "mAP" in name:
+        best.set_ylim(0, 1)
     epochs, values = _series(rows, "lr/group0")
     if values:
         lr.plot(epochs, values)

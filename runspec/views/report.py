@@ -3,6 +3,8 @@ lines about it."""
 
 from __future__ import annotations
 
+import re
+
 from runspec.budgetfit import of_record
 from runspec.clock import SYSTEM, Clock, human_duration
 from runspec.cost import run_cost
@@ -31,8 +33,16 @@ def push_target(spec: Spec, paths: RunPaths) -> str:
     return f"dir {paths.resolve(push.dir) / spec.name}"
 
 
-def _weights(files: list[str]) -> str:
-    names = sorted(f.removeprefix("weights/") for f in files if f.startswith("weights/"))
+def natural(name: str) -> tuple[tuple[int, int | str], ...]:
+    """A sort key that orders numbers as numbers: epoch_2.pt before epoch_10.pt."""
+    parts = re.split(r"(\d+)", name)
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p)
+
+
+def summary_weights(files: list[str]) -> str:
+    names = sorted(
+        (f.removeprefix("weights/") for f in files if f.startswith("weights/")), key=natural
+    )
     return f" ({', '.join(names)})" if names else ""
 
 
@@ -59,6 +69,8 @@ def summary_lines(
     push = record.last_push
     if spec.push is None:
         lines.append("  pushed: nothing (the spec has no push section)")
+    elif push is None and record.epoch < 1:
+        lines.append(Said("  pushed: nothing: no epoch ended, so there are no weights", ERROR))
     elif push is None:
         lost = "  pushed: NOTHING VERIFIED: the weights exist only on this machine"
         lines.append(Said(lost, ERROR))
@@ -66,7 +78,8 @@ def summary_lines(
         final = "final push" if push.final else "last push (NOT the final one)"
         lines.append(
             f"  verified {final}: epoch {push.epoch}, {len(push.files)} files"
-            f"{_weights(push.files)}, {format_bytes(push.bytes)} to {push_target(spec, paths)}"
+            f"{summary_weights(push.files)}, {format_bytes(push.bytes)} to "
+            f"{push_target(spec, paths)}"
         )
     cost = run_cost(record, spec.budget.hourly_cost, clock.time())
     usd = "" if cost.usd is None else f", ${cost.usd:.4f} at ${spec.budget.hourly_cost}/h"

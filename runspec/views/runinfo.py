@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
@@ -17,13 +18,14 @@ from runspec.errors import RunspecError
 from runspec.meter import read_snapshot
 from runspec.spec.loader import load_accepted
 from runspec.spec.model import Spec
-from runspec.store.owner import run_holder
+from runspec.store.owner import daemon_holder, run_holder
 from runspec.store.paths import RunPaths, StateLayout
 from runspec.store.room import read_note
 from runspec.store.state import Damaged, RunRecord, RunStatus
 from runspec.trainer import control
 from runspec.trainer.firststep import time_to_first_step
 from runspec.trainer.observer import observe
+from runspec.views.hint import command
 
 log = logging.getLogger("runspec.views.runinfo")
 
@@ -115,6 +117,11 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
         cost = run_cost(record, spec.budget.hourly_cost if spec else None, now).usd
     push = record.last_push
     owner = run_holder(paths) if live else None
+    orphan = nobody_drives(paths, state) if live and owner is None else None
+    if orphan is not None:
+        # Nothing trains, nothing bills for it here: no ETA, and the cost it came to.
+        obs.pop("eta_seconds", None)
+        cost = record.cost.get("usd") if record.cost else None
     return {
         "name": record.name,
         "status": record.status.value,
@@ -136,6 +143,7 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
         "disk_full": read_note(paths.disk_note) or record.disk_full,
         "low_space": _low_space(paths) if live else None,
         "driven_by": str(owner) if owner is not None else None,
+        "nobody_drives": orphan,
         "budget_left_seconds": budget_left,
         "budget_stops_at_epoch": (
             budget_stops_at(paths, spec) if record.status is RunStatus.TRAINING else None
@@ -153,6 +161,20 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
         "run_dir": str(run_dir),
         "monitor": f"libreyolo monitor {run_dir} --no-browser",
     }
+
+
+def nobody_drives(paths: RunPaths, state: Path) -> str | None:
+    """What to do about an unfinished run that no process drives (its driver was killed),
+    or None when the daemon holds the state folder (it takes such a run up itself)."""
+
+    if daemon_holder(StateLayout(state)) is not None:
+        return None
+    try:
+        source = json.loads(paths.provenance_file.read_text()).get("source_path")
+    except (OSError, ValueError, AttributeError):
+        source = None
+    spec = shlex.quote(str(source or paths.spec_file))
+    return f"nobody drives this run: {command(f'run {spec} --resume', state)} or start runspecd"
 
 
 def damaged_info(damaged: Damaged) -> dict[str, Any]:

@@ -66,6 +66,8 @@ def _run_notes(r: dict[str, Any]) -> list[str]:
         notes.append(f"{name}: low on disk space: {r['low_space']}")
     if lease := r.get("lease"):
         notes.append(f"{name}: {lease_text(lease)}")
+    if r.get("nobody_drives"):
+        notes.append(f"{name}: {r['nobody_drives']}")
     if r.get("driven_by"):
         notes.append(f"{name}: driven by {r['driven_by']}")
     return notes

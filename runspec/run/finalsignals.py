@@ -1,0 +1,63 @@
+"""Ctrl-C (SIGINT or SIGTERM to `runspec run`) while the final push retries.
+
+The first signal is said at once: what runspec is doing (the final push, retried until verified
+or until its time is up), that no finish action follows, and what a second signal will do. The
+second gives the push up at once; the run is then left finished with its weights unverified,
+which `runspec push NAME`, `runspec rm` and `--resume` all take.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from runspec.budget import deadline_of
+from runspec.clock import utc_iso
+from runspec.views.hint import command
+from runspec.voice import error, warning
+
+if TYPE_CHECKING:
+    from runspec.run.lifecycle import Lifecycle
+
+
+def window_left(lc: Lifecycle) -> float:
+    """Seconds left of the final push's window: the deadline plus the overrun."""
+    return deadline_of(lc.record) + lc.spec.budget.overrun - lc.clock.time()
+
+
+class FinalPushSignals:
+    """The final push's `give_up`: asked every moment the push waits or retries."""
+
+    def __init__(self, lc: Lifecycle, timeout: float) -> None:
+        self.requests = lc.requests
+        self.say = lc.say
+        self.paths = lc.paths
+        self.ends_at = lc.clock.time() + timeout  # when the push gives up by itself
+        self._said = self.requests.interrupted.is_set()  # an earlier signal was said already
+
+    def __call__(self) -> bool:
+        if self.requests.interrupted.is_set() and not self._said:
+            self._said = True
+            self.say(warning(self.first_line()))
+        return self.requests.aborted.is_set()
+
+    def first_line(self) -> str:
+        push = command(f"push {self.paths.name}", self.paths.state)
+        return (
+            "interrupted during the final push: runspec keeps pushing until the weights are "
+            f"verified, at most until {utc_iso(self.ends_at)}; no finish action follows. A "
+            f"second signal exits now and leaves the weights unverified on this machine ({push} "
+            "pushes them later)"
+        )
+
+    def gave_up(self) -> bool:
+        """Whether a second signal ended the push; said when it did."""
+        if not self.requests.aborted.is_set():
+            return False
+        push = command(f"push {self.paths.name}", self.paths.state)
+        self.say(
+            error(
+                "second signal: the final push is given up, NOT verified; the weights stay in "
+                f"{self.paths.run_dir}: {push} pushes and verifies them"
+            )
+        )
+        return True

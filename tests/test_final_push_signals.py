@@ -1,0 +1,82 @@
+"""Ctrl-C while the final push retries: the first is said, the second exits at once, and the run
+is left where `push NAME`, `rm` and `--resume` take it. Whole `runspec run`s against the local
+Hub, whose commits fail until the test ends."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures_run import RUNSPEC, SpecWriter, finish_run, record_of, start_run, wait_record
+from tests.hubserver import HubServer
+
+
+def _runspec(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*RUNSPEC, *args], capture_output=True, text=True, check=False)
+
+
+def _log(state: Path, name: str) -> str:
+    try:
+        return (state / "jobs" / name / "runspec.log").read_text()
+    except OSError:
+        return ""
+
+
+def _wait_log(state: Path, name: str, text: str, after: str, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        log = _log(state, name)
+        if after in log and text in log[log.index(after) :]:
+            return
+        time.sleep(0.2)
+    pytest.fail(
+        f"{text!r} after {after!r} not in runspec.log within {timeout} s:\n{_log(state, name)}"
+    )
+
+
+@pytest.mark.training
+def test_two_signals_during_a_retrying_final_push(
+    hub_server: HubServer, hub_env: dict[str, str], write_spec: SpecWriter, tmp_path: Path
+) -> None:
+    spec = write_spec(
+        "sigpush", epochs=1, push={"hub": {"repo": "me/sigpush"}, "every": "1h"},
+        finish={"action": "none"},
+    )  # fmt: skip
+    state = tmp_path / "state"
+    hub_server.fail("commit", "500", times=100000)  # an outage that outlasts the test
+    proc = start_run(spec, state, hub_env)
+    try:
+        wait_record(state, "sigpush", lambda r: r["status"] == "pushing", timeout=300)
+        _wait_log(state, "sigpush", "retrying in 2s", after="final push (at most", timeout=120)
+        proc.send_signal(signal.SIGINT)
+        _wait_log(state, "sigpush", "second signal exits now", after="final push", timeout=30)
+        proc.send_signal(signal.SIGINT)
+        # The push's own window is half an hour: only the signal ends it this soon.
+        code, out = finish_run(proc, timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert "interrupted during the final push" in out, out[-4000:]
+    # The retry lines say the final push's real pauses, and no client line without -v.
+    final = out[out.index("final push (at most") :]
+    assert "retrying in 1s" in final and "retrying in 2s" in final, final
+    assert "HTTP Request:" not in out
+    assert "no finish action follows" in out
+    assert f"runspec push sigpush --state {state}" in out
+    assert "second signal: the final push is given up, NOT verified" in out
+    assert code == 3, out[-4000:]
+    record = record_of(state, "sigpush")
+    assert record["status"] == "finished", record["status"]
+    assert record["last_push"] is None or not record["last_push"]["final"]
+    # cancel and rm take it as the finished run it is.
+    cancel = _runspec("cancel", "sigpush", "--state", str(state))
+    assert "already finished" in cancel.stderr, cancel.stderr
+    assert "whoever drives it next" not in cancel.stdout + cancel.stderr
+    rm = _runspec("rm", "sigpush", "--state", str(state))
+    assert "cancel it first" not in rm.stderr and "stop it first" not in rm.stderr, rm.stderr
+    assert "runspec push sigpush" in rm.stderr, rm.stderr
