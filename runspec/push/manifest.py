@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from runspec.clock import utc_iso
+from runspec.push.remote import MANIFEST
 from runspec.store.atomic import write_json_atomic
 
 CHUNK = 1 << 20
@@ -77,6 +79,28 @@ class Manifest:
 
     def by_path(self) -> dict[str, ManifestEntry]:
         return {e.path: e for e in self.entries}
+
+    @classmethod
+    def of(
+        cls,
+        run: str,
+        verified: dict[str, ManifestEntry],
+        staged: list[ManifestEntry],
+        now: float,
+        final: bool,
+    ) -> Manifest:
+        """A push's manifest: what was verified before, with the files staged now over it
+        (never the manifest itself); its epoch is the newest weights file's."""
+        entries = {**verified, **{e.path: e for e in staged}}
+        entries.pop(MANIFEST, None)
+        epochs = [e.epoch for p, e in entries.items() if p.startswith("weights/") and e.epoch]
+        return cls(
+            run=run,
+            epoch=max(epochs) if epochs else None,
+            time=utc_iso(now),
+            final=final,
+            entries=tuple(sorted(entries.values(), key=lambda e: e.path)),
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {

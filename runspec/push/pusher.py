@@ -30,6 +30,7 @@ from runspec.meter import Meter
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line, scrub
 from runspec.push.collect import Stager, is_immutable
 from runspec.push.hubrecord import push_first_card, stage_record
+from runspec.push.lost import forget_lost
 from runspec.push.manifest import Manifest, ManifestEntry
 from runspec.push.pushline import pushed_line
 from runspec.push.remote import MANIFEST
@@ -316,17 +317,9 @@ class Pusher:
         uploads = [s for s in staged if verified.get(s.entry.path) != s.entry]
         if not uploads and not always:
             return None
-        entries = {**verified, **{s.entry.path: s.entry for s in staged}}
-        entries.pop(MANIFEST, None)
-        epochs = [e.epoch for p, e in entries.items() if p.startswith("weights/") and e.epoch]
-        epoch = max(epochs) if epochs else None
-        manifest = Manifest(
-            run=self.spec.name,
-            epoch=epoch,
-            time=utc_iso(self.clock.time()),
-            final=final,
-            entries=tuple(sorted(entries.values(), key=lambda e: e.path)),
-        )
+        now = self.clock.time()
+        manifest = Manifest.of(self.spec.name, verified, [s.entry for s in staged], now, final)
+        epoch = manifest.epoch
         manifest_file = self.stager.add_manifest(
             json.dumps(manifest.to_json(), indent=2, sort_keys=True) + "\n"
         )
@@ -354,32 +347,13 @@ class Pusher:
                 self.progress(f"read back {len(weights)} weights files: the bytes match")
                 manifest = dataclasses.replace(manifest, read_back=True)
         if problems:
-            self._forget_lost(manifest, uploads, problems)
+            self.verified = forget_lost(self.verified, self.verified_file, self.stager,
+                                        manifest, uploads, problems, self.progress)  # fmt: skip
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise PushFailed(
                 f"push of {what} to {self.target.description} NOT verified: {problems[0]}{more}"
             )
         return self._verified_push(manifest, commit, uploads, started, sent)
-
-    def _forget_lost(
-        self, manifest: Manifest, uploads: list[StagedFile], problems: list[str]
-    ) -> None:
-        """Files verified before that the target no longer has (a repo deleted, a folder
-        emptied): forgotten, so the next push sends them again from the local copy, and the
-        verdict no longer counts them as off the machine meanwhile."""
-        sent = {item.entry.path for item in uploads}
-        lost = {
-            e.path
-            for e in manifest.entries
-            if e.path not in sent and any(p.startswith(f"{e.path}: ") for p in problems)
-        }
-        if not lost or self.verified is None:
-            return
-        kept = tuple(e for e in self.verified.entries if e.path not in lost)
-        self.verified = dataclasses.replace(self.verified, entries=kept, read_back=False)
-        self.verified.write(self.verified_file)
-        self.stager.forget(lost)
-        self.progress(f"the target lost {len(lost)} verified files; they are sent again")
 
     def _verified_push(
         self,
