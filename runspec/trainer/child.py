@@ -35,7 +35,7 @@ from libreyolo.training.ddp_spawn import spawn_for_model
 from runspec.budget import eval_interval_from_args, validates
 from runspec.clock import SYSTEM, utc_iso
 from runspec.store.locks import FileLock
-from runspec.trainer import control, firststep
+from runspec.trainer import control, firststep, multinode
 from runspec.trainer.control import EpochMarker, FileStat, TrainerOutcome, TrainerResult, TrainJob
 from runspec.trainer.modelbuild import build_model, resolve_device
 
@@ -241,7 +241,7 @@ def _already_done(job: TrainJob, ctl: Path) -> TrainerResult | None:
     )
 
 
-def run(job: TrainJob) -> TrainerResult:
+def run(job: TrainJob, job_file: Path | None = None) -> TrainerResult:
     ctl = Path(job.control_dir)
     ctl.mkdir(parents=True, exist_ok=True)
     handler = _Signals(ctl)
@@ -258,7 +258,11 @@ def run(job: TrainJob) -> TrainerResult:
         model = build_model(job, device, pretrained)
         kwargs = train_kwargs(job, device, callback)
         ddp_ranks = int(os.environ.get(CPU_DDP_ENV, "0") or 0)
-        if ddp_ranks > 1:
+        nodes = os.environ.get(multinode.NODES_ENV, "").strip()
+        if nodes and job_file is not None:
+            multinode.torchrun_train(job_file, ctl, nodes)
+            results = None
+        elif ddp_ranks > 1:
             kwargs.update(device="cpu", sync_bn=False)
             results = spawn_for_model(model, kwargs, ddp_ranks)
         else:
@@ -267,6 +271,9 @@ def run(job: TrainJob) -> TrainerResult:
         marker = control.read_epoch_marker(ctl)
         epochs = marker.epoch if marker is not None else 0
         stopping = control.read_stopping(ctl)
+        peer = multinode.peer_stopped(ctl)
+        if peer is not None and stopping is None:
+            stopping = ("stopped", f"node 0 stopped the run: {peer}")
         if isinstance(exc, TrainingStopped) or stopping is not None:
             reason, detail = stopping or ("stopped", str(exc))
             return TrainerResult(
@@ -333,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     # Stamped like runspec.log's lines: `runspec logs` puts what comes between (LibreYOLO's
     # lines, a traceback) in time order with runspec's own.
     print(f"{utc_iso(SYSTEM.time())} runspec.trainer: starting (pid {os.getpid()})", flush=True)
-    result = run(job)
+    result = run(job, args.job)
     control.write_result(Path(job.control_dir), result)
     why = result.detail or result.reason
     ended = f"{result.outcome.value} {why}".rstrip()
