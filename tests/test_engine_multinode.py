@@ -9,9 +9,11 @@ stand-in Hub.
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import socket
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -109,6 +111,40 @@ def test_node_0_alone_waits_for_its_peer_then_asks_for_fresh_machines(
     # It trained nothing by itself: no epoch, no weights, nothing pushed.
     assert "epoch 1" not in out
     assert ("model", "tester/alone") not in hub_server.repos
+
+
+def test_node_1_alone_trains_nothing_and_a_stop_signal_ends_it_and_its_torchrun(
+    tmp_path: Path, write_spec: SpecWriter, hub_env: dict[str, str]
+) -> None:
+    spec = write_spec("follower", resources={"nodes": 2})
+    node1 = start_run(spec, tmp_path / "n1", {**hub_env, **_skypilot(1, _free_port())})
+    try:
+        # Waiting for node 0 in torchrun's rendezvous: its trainer and torchrun are up.
+        trainer = wait_for_trainer(tmp_path / "n1")
+        tree = [trainer, *trainer.children(recursive=True)]
+        node1.send_signal(signal.SIGTERM)
+        code, out = finish_run(node1, timeout=120)
+    finally:
+        if node1.poll() is None:
+            _kill_tree(node1)
+    assert code == 75, out
+    assert "stop signal: ending this node's ranks" in out
+    assert not list((tmp_path / "n1").rglob("*.pt"))
+    _, alive = psutil.wait_procs(tree, timeout=30)
+    assert alive == []
+
+
+def wait_for_trainer(state: Path) -> psutil.Process:
+    end = time.monotonic() + 120
+    while time.monotonic() < end:
+        found = list(state.rglob("trainer.json"))
+        if found:
+            pid = json.loads(found[0].read_text())["identity"]["pid"]
+            proc = psutil.Process(pid)
+            if any("torch.distributed.run" in c.cmdline() for c in proc.children()):
+                return proc
+        time.sleep(0.2)
+    pytest.fail("node 1's trainer did not start torchrun within 120 s")
 
 
 def test_two_nodes_train_the_run_together_with_one_final_push(

@@ -199,6 +199,9 @@ def follow_node(
     lock = RunLock(paths)
     lock.acquire()
     try:
-        return follow(spec, paths, layout.torchrun_args(), say)
+        outcome = follow(spec, paths, layout.torchrun_args(), say)
     finally:
         lock.release()
+    if args.format == "json":
+        print_json({"name": spec.name, "node_rank": layout.node_rank, "outcome": outcome.value})
+    return outcome
