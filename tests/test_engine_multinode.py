@@ -202,3 +202,16 @@ def test_a_node_that_dies_ends_node_0_with_its_newest_checkpoint_pushed(
     assert final["last_push"]["final"] and final["last_push"]["epoch"] >= record["epoch"]
     assert len(_final_commits(hub_server, "tester/lost")) == 1
     assert "weights/last.pt" in hub_server.files("tester/lost")
+
+
+def test_node_0_that_dies_ends_node_1_with_a_fresh_machine_asked_for(
+    tmp_path: Path, start_pair: Pair, hub_server: HubServer
+) -> None:
+    node0, node1 = start_pair("headless", 30, _dstack)
+    wait_record(tmp_path / "n0", "headless", lambda r: r["last_push"] is not None, timeout=400)
+    _kill_tree(node0)
+    code1, out1 = finish_run(node1, timeout=240)
+    assert code1 == 75, out1
+    assert "exit 75 (a fresh machine)" in out1
+    # What node 0 pushed before it died stays the run's newest verified checkpoint.
+    assert "weights/last.pt" in hub_server.files("tester/headless")
