@@ -1,5 +1,5 @@
-"""The nodes an engine gives a run: its variables mapped to torchrun's options, and, until
-training across nodes is built, a run given more than one node refused before it writes."""
+"""The nodes an engine gives a run: its variables mapped to torchrun's options (the runs
+across nodes themselves are in test_engine_multinode.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import pytest
 from runspec.engines.nodes import NodeLayout, node_layout
 from runspec.engines.onbox import Engine
 from runspec.errors import UsageError
-from tests.fixtures_run import SpecWriter, finish_run, start_run
-from tests.hubserver import HubServer
+from tests.fixtures_run import SpecWriter
 
 
 def test_skypilot_variables_map_to_torchrun() -> None:
@@ -73,29 +72,10 @@ def test_variables_that_contradict_each_other_are_refused(
         node_layout(env, engine, cpu=True, spec_nodes=spec_nodes)
 
 
-def test_a_run_given_two_nodes_is_refused_before_it_writes(
-    tmp_path: Path, write_spec: SpecWriter, hub_server: HubServer, hub_env: dict[str, str]
-) -> None:
-    spec = write_spec("twonodes", push={"hub": {"repo": "tester/twonodes"}})
-    env = {
-        **hub_env,
-        "SKYPILOT_TASK_ID": "sky-2",
-        "SKYPILOT_NUM_NODES": "2",
-        "SKYPILOT_NODE_RANK": "0",
-        "SKYPILOT_NODE_IPS": "127.0.0.1\n127.0.0.2",
-    }
-    state = tmp_path / "state"
-    code, out = finish_run(start_run(spec, state, env), timeout=120)
-    assert code == 2, out
-    assert "given 2 nodes (this is node 0); runspec trains on one node only so far" in out
-    assert not (state / "jobs" / "twonodes").exists()
-    assert ("model", "tester/twonodes") not in hub_server.repos
-
-
 def test_a_single_box_reads_no_node_variables(
     tmp_path: Path, write_spec: SpecWriter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from runspec.commands.run import one_node_only
+    from runspec.commands.run import node_plan
     from runspec.engines.onbox import detect
     from runspec.spec.loader import load_spec
 
@@ -103,6 +83,6 @@ def test_a_single_box_reads_no_node_variables(
     # Whatever a single box's environment holds for other tools, no engine: nothing is read.
     monkeypatch.setenv("MASTER_PORT", "not-a-port")
     monkeypatch.setenv("SKYPILOT_NUM_NODES", "4")
-    one_node_only(spec, None)
+    assert node_plan(spec, None) is None
     with pytest.raises(UsageError, match="MASTER_PORT='not-a-port' is not a whole number"):
-        one_node_only(spec, detect({"DSTACK_RUN_ID": "r"}))
+        node_plan(spec, detect({"DSTACK_RUN_ID": "r"}))

@@ -15,9 +15,11 @@ from runspec.commands import add_format, add_state, print_json, state_dir
 from runspec.errors import Outcome
 
 if TYPE_CHECKING:
+    from runspec.engines.nodes import NodeLayout
     from runspec.engines.onbox import EngineContext, GraceWatch
     from runspec.run.lifecycle import Lifecycle
     from runspec.spec.model import Spec
+    from runspec.store.paths import RunPaths
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -93,9 +95,11 @@ def run(args: argparse.Namespace) -> Outcome:
     perms.check([state])  # before a file is written through a link planted there
     engine = detect(os.environ, args.engine)
     spec = load_spec(args.spec, state)
-    one_node_only(spec, engine)
+    layout = node_plan(spec, engine)
     refuse_beside_daemon(spec, state, args.spec)
     paths = RunPaths.for_spec(spec, state)
+    if layout is not None and not layout.head:
+        return follow_node(spec, paths, layout, args)
     # One owner per run: refused at once, naming the other driver, before anything is written.
     lock = RunLock(paths)
     lock.acquire()
@@ -116,6 +120,11 @@ def run(args: argparse.Namespace) -> Outcome:
             for line in tagged(spec.name, text):
                 stream(line)
 
+        if layout is not None:
+            from runspec.trainer.multinode import NODES_ENV
+
+            progress(f"node 0 of {layout.nnodes}: owns the budget, the pushes and the verdict")
+            os.environ[NODES_ENV] = " ".join(layout.torchrun_args())  # read by the trainer
         if engine is not None:
             progress(engine.line(spec.finish))  # said once, before the spec's finish is dropped
             spec = engine_spec(spec)
@@ -197,25 +206,49 @@ def engine_watch(
     return GraceWatch(engine.grace, expire)
 
 
-def one_node_only(spec: Spec, engine: EngineContext | None) -> None:
-    """Refused before anything is written: N nodes each training the whole run alone would
-    race each other's pushes to one repo. Training across nodes is not built yet."""
+def node_plan(spec: Spec, engine: EngineContext | None) -> NodeLayout | None:
+    """This node's place in a run across nodes; None for a run on one node. Checked before
+    anything is written."""
     from runspec.engines.nodes import node_layout
-    from runspec.errors import UsageError
 
-    # `resources:` is the spec's own from issue 21's export half; until then, the engine's word.
-    nodes = getattr(getattr(spec, "resources", None), "nodes", 1)
-    nodes = nodes if isinstance(nodes, int) else 1
+    nodes = spec.resources.nodes
     if engine is None and nodes <= 1:
-        return  # a single box: no engine's variables, nor MASTER_PORT, are read
+        return None  # a single box: no engine's variables, nor MASTER_PORT, are read
     layout = node_layout(
         os.environ,
         engine.engine if engine is not None else None,
         cpu=spec.train.device == "cpu",
         spec_nodes=nodes,
     )
-    if layout.nnodes > 1:
-        raise UsageError(
-            f"this run is given {layout.nnodes} nodes (this is node {layout.node_rank}); "
-            "runspec trains on one node only so far: ask the engine for one node"
-        )
+    return layout if layout.nnodes > 1 else None
+
+
+def follow_node(
+    spec: Spec, paths: RunPaths, layout: NodeLayout, args: argparse.Namespace
+) -> Outcome:
+    """Node 1 and up: stage, follow torchrun, exit with it (runspec.run.follower)."""
+    from runspec.run.follower import follow
+    from runspec.store.owner import RunLock
+    from runspec.voice import Stream, setup_logging, tagged
+
+    stream = Stream(sys.stderr if args.format == "json" else sys.stdout)
+    setup_logging(stream, args.verbose)
+
+    def say(text: str) -> None:
+        for line in tagged(spec.name, text):
+            stream(line)
+
+    say(
+        f"node {layout.node_rank} of {layout.nnodes}: following node 0 at "
+        f"{layout.master_addr}:{layout.master_port}, which owns the budget, the pushes and "
+        "the verdict; nothing is pushed from this node"
+    )
+    lock = RunLock(paths)
+    lock.acquire()
+    try:
+        outcome = follow(spec, paths, layout.torchrun_args(), say)
+    finally:
+        lock.release()
+    if args.format == "json":
+        print_json({"name": spec.name, "node_rank": layout.node_rank, "outcome": outcome.value})
+    return outcome

@@ -123,6 +123,7 @@ MACHINE_FAULTS = (
     "DistNetworkError",
     "Connection reset by peer",
     "Connection closed by peer",
+    "rendezvous timed out",  # the other nodes never came: ask for a fresh set
 )
 
 

@@ -37,8 +37,7 @@ from runspec.clock import SYSTEM, utc_iso
 from runspec.secrets.childwalls import wall_in
 from runspec.store.locks import FileLock
 from runspec.store.offlimits import layout_of_control_dir, off_limits
-from runspec.store.room import is_unwritable
-from runspec.trainer import control, firststep
+from runspec.trainer import control, firststep, markers, multinode
 from runspec.trainer.control import EpochMarker, FileStat, TrainerOutcome, TrainerResult, TrainJob
 from runspec.trainer.modelbuild import build_model, resolve_device, weights_ref
 
@@ -89,7 +88,7 @@ class StopControl:
             took = max(took, now - self.last_end)
         self.last_end = now
         self.longest_epoch = max(self.longest_epoch, took)
-        _mark(
+        markers.mark(
             ctl,
             EpochMarker(
                 epoch=int(event.epoch),
@@ -219,48 +218,7 @@ def trained_epochs(checkpoint: Path) -> int | None:
 def _vouch(ctl: Path, marker: EpochMarker, run_dir: Path) -> None:
     """With no writer left, the marker vouches for every weights file as it is now."""
     files = weights_files(run_dir)
-    _mark(ctl, replace(marker, time=SYSTEM.time(), files=files))
-
-
-READ_ONLY_POLL_S = 5.0
-# Markers a read-only control folder (the state folder made read-only) refused, by folder:
-# training goes on, and the newest is written with the result once the folder takes it.
-_UNWRITTEN: dict[Path, EpochMarker] = {}
-
-
-def _mark(ctl: Path, marker: EpochMarker) -> None:
-    try:
-        control.write_epoch_marker(ctl, marker)
-    except OSError as exc:
-        if not is_unwritable(exc):
-            raise
-        if ctl not in _UNWRITTEN:
-            print(f"runspec.trainer: cannot write the epoch marker ({exc}); training goes on",
-                  file=sys.stderr, flush=True)  # fmt: skip
-        _UNWRITTEN[ctl] = marker
-    else:
-        _UNWRITTEN.pop(ctl, None)
-
-
-def _newest_marker(ctl: Path) -> EpochMarker | None:
-    return _UNWRITTEN.get(ctl) or control.read_epoch_marker(ctl)
-
-
-def _report(ctl: Path, result: TrainerResult) -> None:
-    """The result, and a marker the folder refused, once the control folder takes them: a
-    read-only state folder is waited out (the supervisor's deadline stop ends the wait)."""
-    while True:
-        try:
-            marker = _UNWRITTEN.get(ctl)
-            if marker is not None:
-                control.write_epoch_marker(ctl, marker)
-                del _UNWRITTEN[ctl]
-            control.write_result(ctl, result)
-            return
-        except OSError as exc:
-            if not is_unwritable(exc):
-                raise
-            SYSTEM.sleep(READ_ONLY_POLL_S)
+    markers.mark(ctl, replace(marker, time=SYSTEM.time(), files=files))
 
 
 def _already_done(job: TrainJob, ctl: Path) -> TrainerResult | None:
@@ -272,7 +230,7 @@ def _already_done(job: TrainJob, ctl: Path) -> TrainerResult | None:
     done = trained_epochs(Path(job.resume_from))
     if done is None or done < job.epochs:
         return None
-    marker = _newest_marker(ctl)
+    marker = markers.newest_marker(ctl)
     if marker is None or marker.epoch < done:
         seconds = marker.epoch_seconds if marker is not None else 0.0
         marker = EpochMarker(
@@ -288,7 +246,7 @@ def _already_done(job: TrainJob, ctl: Path) -> TrainerResult | None:
     )
 
 
-def run(job: TrainJob) -> TrainerResult:
+def run(job: TrainJob, job_file: Path | None = None) -> TrainerResult:
     ctl = Path(job.control_dir)
     ctl.mkdir(parents=True, exist_ok=True)
     handler = _Signals(ctl)
@@ -305,15 +263,22 @@ def run(job: TrainJob) -> TrainerResult:
         model = build_model(job, device, pretrained)
         kwargs = train_kwargs(job, device, callback)
         ddp_ranks = int(os.environ.get(CPU_DDP_ENV, "0") or 0)
-        if ddp_ranks > 1:
+        nodes = os.environ.get(multinode.NODES_ENV, "").strip()
+        if nodes and job_file is not None:
+            multinode.torchrun_train(job_file, ctl, nodes)
+            results = None
+        elif ddp_ranks > 1:
             kwargs.update(device="cpu", sync_bn=False)
             results = spawn_for_model(model, kwargs, ddp_ranks)
         else:
             results = model.train(**kwargs)
     except BaseException as exc:
-        marker = _newest_marker(ctl)
+        marker = markers.newest_marker(ctl)
         epochs = marker.epoch if marker is not None else 0
         stopping = control.read_stopping(ctl)
+        peer = multinode.peer_stopped(ctl)
+        if peer is not None and stopping is None:
+            stopping = ("stopped", f"node 0 stopped the run: {peer}")
         if isinstance(exc, TrainingStopped) or stopping is not None:
             reason, detail = stopping or ("stopped", str(exc))
             return TrainerResult(
@@ -341,7 +306,7 @@ def run(job: TrainJob) -> TrainerResult:
             save_dir=str(job.run_dir),
             exit_code=control.EXIT_FAILED,
         )
-    marker = _newest_marker(ctl)
+    marker = markers.newest_marker(ctl)
     save_dir = results.get("save_dir") if isinstance(results, dict) else None
     if marker is not None:
         # LibreYOLO writes some weights after the last epoch's callback (average.pt with
@@ -384,8 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     # Stamped like runspec.log's lines: `runspec logs` puts what comes between (LibreYOLO's
     # lines, a traceback) in time order with runspec's own.
     print(f"{utc_iso(SYSTEM.time())} runspec.trainer: starting (pid {os.getpid()})", flush=True)
-    result = run(job)
-    _report(Path(job.control_dir), result)
+    result = run(job, args.job)
+    markers.report(Path(job.control_dir), result)
     why = result.detail or result.reason
     ended = f"{result.outcome.value} {why}".rstrip()
     print(f"{utc_iso(SYSTEM.time())} runspec.trainer: {ended}", flush=True)

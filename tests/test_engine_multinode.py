@@ -1,0 +1,217 @@
+"""A run across two nodes: two `runspec run`s on 127.0.0.1, each with its own state folder and
+an engine's node variables, training through torchrun on gloo (train.device: cpu).
+
+Node 0 owns the budget, the pushes and the verdict; node 1 stages, follows torchrun, and
+exits with it. Real LibreYOLO training, real torchrun, the real Hub client against the
+stand-in Hub.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.fixtures_run import RUNSPEC, SpecWriter, finish_run, start_run, wait_record
+from tests.hubserver import HubServer
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _dstack(rank: int, port: int, wait: int = 120) -> dict[str, str]:
+    return {
+        "DSTACK_RUN_ID": "ds-two",
+        "DSTACK_NODE_RANK": str(rank),
+        "DSTACK_NODES_NUM": "2",
+        "DSTACK_MASTER_NODE_IP": "127.0.0.1",
+        "DSTACK_GPUS_PER_NODE": "1",
+        "MASTER_PORT": str(port),
+        "RUNSPEC_RENDEZVOUS_TIMEOUT": str(wait),
+    }
+
+
+def _skypilot(rank: int, port: int) -> dict[str, str]:
+    return {
+        "SKYPILOT_TASK_ID": "sky-two",
+        "SKYPILOT_NODE_RANK": str(rank),
+        "SKYPILOT_NUM_NODES": "2",
+        "SKYPILOT_NODE_IPS": "127.0.0.1\n127.0.0.1\n",
+        "SKYPILOT_NUM_GPUS_PER_NODE": "1",
+        "MASTER_PORT": str(port),
+        "RUNSPEC_RENDEZVOUS_TIMEOUT": "120",
+    }
+
+
+Pair = Callable[..., tuple[subprocess.Popen[str], subprocess.Popen[str]]]
+
+
+@pytest.fixture
+def start_pair(tmp_path: Path, write_spec: SpecWriter, hub_env: dict[str, str]) -> Iterator[Pair]:
+    """Node 1, then node 0, of a two-node run named `name`; whatever a failed test leaves
+    running is ended at teardown (by the pids found under the processes started here)."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(
+        name: str, epochs: int, engine: Callable[[int, int], dict[str, str]]
+    ) -> tuple[subprocess.Popen[str], subprocess.Popen[str]]:
+        spec = write_spec(
+            name, epochs=epochs, resources={"nodes": 2}, push={"hub": {"repo": f"tester/{name}"}}
+        )
+        port = _free_port()
+        node1 = start_run(spec, tmp_path / "n1", {**hub_env, **engine(1, port)})
+        node0 = start_run(spec, tmp_path / "n0", {**hub_env, **engine(0, port)})
+        started.extend((node0, node1))
+        return node0, node1
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            _kill_tree(proc)
+
+
+def _final_commits(hub_server: HubServer, repo: str) -> list[str]:
+    return [msg for _, _, msg in hub_server.repo(repo).commits if "(final)" in msg]
+
+
+def _kill_tree(proc: subprocess.Popen[str]) -> None:
+    """A node that dies: its runspec, its trainer, torchrun and the ranks (in sessions of
+    their own), every one by the pid found under the process started here."""
+    parent = psutil.Process(proc.pid)
+    tree = [parent, *parent.children(recursive=True)]
+    for each in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            each.send_signal(signal.SIGKILL)
+    psutil.wait_procs(tree, timeout=30)
+
+
+def test_node_0_alone_waits_for_its_peer_then_asks_for_fresh_machines(
+    tmp_path: Path, write_spec: SpecWriter, hub_server: HubServer, hub_env: dict[str, str]
+) -> None:
+    spec = write_spec("alone", resources={"nodes": 2}, push={"hub": {"repo": "tester/alone"}})
+    env = {**hub_env, **_dstack(0, _free_port(), wait=5)}
+    code, out = finish_run(start_run(spec, tmp_path / "n0", env), timeout=300)
+    assert code == 75, out
+    assert "node 0 of 2: owns the budget, the pushes and the verdict" in out
+    assert "rendezvous timed out: the other nodes did not join within 5 s" in out
+    # It trained nothing by itself: no epoch, no weights, nothing pushed.
+    assert "epoch 1" not in out
+    assert ("model", "tester/alone") not in hub_server.repos
+
+
+def test_node_1_alone_trains_nothing_and_a_stop_signal_ends_it_and_its_torchrun(
+    tmp_path: Path, write_spec: SpecWriter, hub_env: dict[str, str]
+) -> None:
+    spec = write_spec("follower", resources={"nodes": 2})
+    node1 = start_run(spec, tmp_path / "n1", {**hub_env, **_skypilot(1, _free_port())})
+    try:
+        # Waiting for node 0 in torchrun's rendezvous: its trainer and torchrun are up.
+        trainer = wait_for_trainer(tmp_path / "n1")
+        tree = [trainer, *trainer.children(recursive=True)]
+        node1.send_signal(signal.SIGTERM)
+        code, out = finish_run(node1, timeout=120)
+    finally:
+        if node1.poll() is None:
+            _kill_tree(node1)
+    assert code == 75, out
+    assert "stop signal: ending this node's ranks" in out
+    assert not list((tmp_path / "n1").rglob("*.pt"))
+    _, alive = psutil.wait_procs(tree, timeout=30)
+    assert alive == []
+
+
+def wait_for_trainer(state: Path) -> psutil.Process:
+    end = time.monotonic() + 120
+    while time.monotonic() < end:
+        found = list(state.rglob("trainer.json"))
+        if found:
+            pid = json.loads(found[0].read_text())["identity"]["pid"]
+            proc = psutil.Process(pid)
+            if any("torch.distributed.run" in c.cmdline() for c in proc.children()):
+                return proc
+        time.sleep(0.2)
+    pytest.fail("node 1's trainer did not start torchrun within 120 s")
+
+
+def test_two_nodes_train_the_run_together_with_one_final_push(
+    tmp_path: Path, start_pair: Pair, hub_server: HubServer
+) -> None:
+    node0, node1 = start_pair("pair", 2, _skypilot)
+    code0, out0 = finish_run(node0, timeout=500)
+    code1, out1 = finish_run(node1, timeout=120)
+    assert (code0, code1) == (0, 0), out0 + out1
+    assert "node 1 of 2: following node 0 at 127.0.0.1" in out1
+    console0 = next((tmp_path / "n0").rglob("console.log")).read_text()
+    console1 = next((tmp_path / "n1").rglob("console.log")).read_text()
+    # One run of two ranks (LibreYOLO logs on rank 0 only); node 1's rank trained to the end.
+    assert "DDP active: rank=0/2" in console0
+    assert "--node_rank=1" in console1 and "runspec.trainer: completed" in console1
+    # One final push, from node 0; node 1 pushed nothing and wrote no weights.
+    assert len(_final_commits(hub_server, "tester/pair")) == 1
+    assert "weights/last.pt" in hub_server.files("tester/pair")
+    assert not list((tmp_path / "n1").rglob("*.pt"))
+    assert "final push" not in out1 and "trainer started" in out1
+    assert not (tmp_path / "n1" / "jobs" / "pair" / "record.json").exists()
+
+
+def test_a_stop_on_node_0_ends_node_1_well(
+    tmp_path: Path, start_pair: Pair, hub_server: HubServer
+) -> None:
+    node0, node1 = start_pair("stopped", 30, _dstack)
+    wait_record(tmp_path / "n0", "stopped", lambda r: r["epoch"] >= 1, timeout=400)
+    cancel = subprocess.run(
+        [*RUNSPEC, "cancel", "stopped", "--state", str(tmp_path / "n0")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert cancel.returncode == 0, cancel.stdout + cancel.stderr
+    code0, out0 = finish_run(node0, timeout=300)
+    code1, out1 = finish_run(node1, timeout=120)
+    # A stop decided on node 0 is no failure on node 1: it heard it through the store.
+    assert (code0, code1) == (0, 0), out0 + out1
+    assert "node 0 stopped the run" in out1
+    assert len(_final_commits(hub_server, "tester/stopped")) == 1
+
+
+def test_a_node_that_dies_ends_node_0_with_its_newest_checkpoint_pushed(
+    tmp_path: Path, start_pair: Pair, hub_server: HubServer
+) -> None:
+    node0, node1 = start_pair("lost", 30, _dstack)
+    record = wait_record(tmp_path / "n0", "lost", lambda r: r["epoch"] >= 1, timeout=400)
+    _kill_tree(node1)
+    code0, out0 = finish_run(node0, timeout=240)
+    assert code0 == 75, out0
+    assert "Connection reset by peer" in out0 or "Connection closed by peer" in out0
+    final = wait_record(tmp_path / "n0", "lost", lambda r: r["status"] == "finished", 5)
+    assert final["last_push"]["final"] and final["last_push"]["epoch"] >= record["epoch"]
+    assert len(_final_commits(hub_server, "tester/lost")) == 1
+    assert "weights/last.pt" in hub_server.files("tester/lost")
+
+
+def test_node_0_that_dies_ends_node_1_with_a_fresh_machine_asked_for(
+    tmp_path: Path, start_pair: Pair, hub_server: HubServer
+) -> None:
+    node0, node1 = start_pair("headless", 30, _dstack)
+    wait_record(tmp_path / "n0", "headless", lambda r: r["last_push"] is not None, timeout=400)
+    _kill_tree(node0)
+    code1, out1 = finish_run(node1, timeout=240)
+    assert code1 == 75, out1
+    assert "exit 75 (a fresh machine)" in out1
+    # What node 0 pushed before it died stays the run's newest verified checkpoint.
+    assert "weights/last.pt" in hub_server.files("tester/headless")
