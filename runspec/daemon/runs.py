@@ -22,11 +22,12 @@ from runspec.daemon.worker import Worker
 from runspec.errors import RunspecError
 from runspec.machine.endgame import MACHINE, Endgame
 from runspec.run.lifecycle import Lifecycle, LifecycleOptions
+from runspec.run.rebuild import rebuild
 from runspec.spec.loader import load_accepted
 from runspec.spec.model import FinishAction
 from runspec.store.owner import RunLock
 from runspec.store.paths import StateLayout
-from runspec.store.state import RecordStore, RunRecord, RunStatus, Termination
+from runspec.store.state import Damaged, RecordStore, RunRecord, RunStatus, Termination
 from runspec.timers import IDLE_FINISH_ID, LEASE_ID, Timers
 from runspec.views.report import summary_lines
 from runspec.voice import error, like, tagged
@@ -65,6 +66,7 @@ class RunKeeper:
         self.elsewhere: dict[str, str] = {}  # runs driven by another process, and by whom
         self.ended: list[RunRecord] = []
         self.set_aside: set[str] = set()
+        self.unbuildable: set[str] = set()  # damaged under a live trainer, and not rebuilt
         # Runs not finished at the last refresh: the only ones a cancel can still reach, so a
         # step's cost does not grow with the finished runs of the state folder. None until
         # the first refresh: then every run is looked at, so a cancel left while no daemon ran
@@ -80,6 +82,8 @@ class RunKeeper:
     def refresh(self) -> int:
         """Set damaged records aside, start the next run if none runs; the queue's length."""
         scan = self.store.scan()
+        if self._rebuild_live(scan.damaged):
+            scan = self.store.scan()
         for bad in scan.damaged:
             if bad.name not in self.set_aside and not bad.kept_as:
                 kept = self.store.set_aside(bad.name, bad.reason)
@@ -96,6 +100,36 @@ class RunKeeper:
         if self.worker is None:
             self._start_next(runqueue.in_flight(self.store, scan.records) + queued)
         return len(queued)
+
+    def _rebuild_live(self, damaged: list[Damaged]) -> bool:
+        """A damaged run whose trainer is alive gets a record rebuilt from its job folder, so
+        it is driven to its end (its newest checkpoints pushed) instead of left unsupervised;
+        True when one was."""
+        done = False
+        for bad in damaged:
+            if self.worker is not None and self.worker.name == bad.name:
+                continue  # its driver holds the record and saves it again
+            try:
+                record = rebuild(self.store, self.layout, bad)
+            except RunspecError as exc:
+                if bad.name not in self.unbuildable:  # said once, not at every refresh
+                    self.unbuildable.add(bad.name)
+                    self.progress(error(f"{bad.name}: its record cannot be rebuilt: {exc}"))
+                continue
+            if record is None:
+                continue
+            done = True
+            self.set_aside.discard(bad.name)
+            kept = self.store.damaged(bad.name)
+            self.progress(
+                error(
+                    f"{bad.name}: its record is damaged ({bad.reason}) but its trainer is alive: "
+                    f"rebuilt from its job folder (the damaged file kept as "
+                    f"{kept.kept_as if kept else bad.kept_as}); driven to its end, and this "
+                    "machine is stopped, never destroyed, until it is looked at"
+                )
+            )
+        return done
 
     def _runnable(self, record: RunRecord) -> bool:
         retry = self.retry.get(record.name)

@@ -204,6 +204,14 @@ def machine_verdict(
             safety = Safety(False, f"run {record.name}'s spec cannot be read: {exc}")
         if not safety.safe:
             unsafe.append(safety.why)
+        elif record.rebuilt is not None:
+            # Its history came from files the same damage may have touched (runspec.run.rebuild):
+            # a stop keeps the disk for a person to look at; a destroy would not.
+            unsafe.append(
+                f"run {record.name}'s record was rebuilt after it was damaged "
+                f"({record.rebuilt.get('reason', '?')}): the machine is not destroyed until it "
+                f"is looked at (`runspec rm {record.name}`)"
+            )
     unsafe.extend(unsafe_retired(layout))
     if unsafe:
         more = f" (and {len(unsafe) - 1} more)" if len(unsafe) > 1 else ""

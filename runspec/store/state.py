@@ -123,6 +123,10 @@ class RunRecord:
     # Pushed with the record, so no resume (here or on a fresh machine) tries it again.
     terminal: dict[str, Any] | None = None
     resumes: int = 0  # how often `--resume` continued it
+    # Set when this record was rebuilt from the job folder's other files because record.json
+    # was damaged under a live trainer (runspec.run.rebuild): {"reason", "kept_as", "at"}.
+    # Such a run is never trusted for a destroy.
+    rebuilt: dict[str, Any] | None = None
     schema: int = RECORD_SCHEMA
 
     def to_json(self) -> dict[str, Any]:
@@ -156,7 +160,7 @@ class RunRecord:
         for key in ("finish", "cost"):
             if not isinstance(kwargs.get(key, {}), dict):
                 raise TypeError(f"{key} is not an object")
-        for key in ("fit", "terminal"):
+        for key in ("fit", "terminal", "rebuilt"):
             if not isinstance(kwargs.get(key), dict | None):
                 raise TypeError(f"{key} is not an object")
         if not isinstance(kwargs.get("history", []), list):
