@@ -58,8 +58,15 @@ def run(args: argparse.Namespace) -> Outcome:
     record = store.load(args.name)
     ended = record is None or record.status is RunStatus.FINISHED
     first = read_all(files, final=ended or not args.follow)
+    # The story ends with what the run came to (not with -n 0, in JSON or for the training's
+    # lines alone); -n N is the last N lines of that whole story, the summary's included.
+    summary = finished_summary(state, args.name) if args.lines != 0 else None
+    if summary is None or args.format == "json" or args.training:
+        summary = []
     if args.lines is not None:
-        first = first[len(first) - args.lines :] if args.lines else []
+        summary = summary[max(0, len(summary) - args.lines) :]
+        keep = args.lines - len(summary)
+        first = first[len(first) - keep :] if keep else []
     show(first)
     while args.follow and not ended:
         SYSTEM.sleep(FOLLOW_POLL)
@@ -68,8 +75,9 @@ def run(args: argparse.Namespace) -> Outcome:
         # Read once more after the end, so the tail is never lost. The training's output
         # appears only once training starts: a missing file is simply empty until then.
         show(read_all(files, final=ended))
-    # The story ends with what the run came to (not with -n 0, or in JSON).
-    summary = finished_summary(state, args.name) if args.lines != 0 else None
-    if summary is not None and args.format != "json" and not args.training:
+    if args.follow and summary == [] and args.lines != 0:  # it ended while followed
+        summary = finished_summary(state, args.name) or []
+        summary = [] if args.format == "json" or args.training else summary
+    if summary:
         sys.stdout.write(printable_lines("\n".join(summary)) + "\n")
     return Outcome.OK

@@ -34,23 +34,30 @@ SPEC = (
 
 
 @pytest.fixture
-def silent_hub() -> Iterator[str]:
-    """An endpoint that takes connections and never answers them."""
+def silent_hub() -> Iterator[tuple[str, list[bytes]]]:
+    """An endpoint that takes connections, keeps what the client sent, never answers."""
     server = socket.create_server(("127.0.0.1", 0))
     held: list[socket.socket] = []
+    heard: list[bytes] = []
     done = threading.Event()
 
     def hold() -> None:
         server.settimeout(0.2)
         while not done.is_set():
             try:
-                held.append(server.accept()[0])
+                conn = server.accept()[0]
             except TimeoutError:
+                continue
+            held.append(conn)
+            conn.settimeout(2.0)
+            try:
+                heard.append(conn.recv(65536))  # the request's head: its headers
+            except OSError:
                 continue
 
     thread = threading.Thread(target=hold, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    yield f"http://127.0.0.1:{server.getsockname()[1]}", heard
     done.set()
     thread.join(timeout=5)
     for conn in held:
@@ -75,11 +82,12 @@ def _environ(inst: Installed, pid: int) -> str:
 
 
 def test_the_preflight_child_runs_behind_the_trainers_walls(
-    runspecd_container: Installed, silent_hub: str
+    runspecd_container: Installed, silent_hub: tuple[str, list[bytes]]
 ) -> None:
     inst, c = runspecd_container, runspecd_container.container
+    hub_url, heard = silent_hub
     env_file = inst.root / "etc/runspec/env"
-    lines = [f"{k}={v}" for k, v in SECRETS.items()] + [f"HF_ENDPOINT={silent_hub}"]
+    lines = [f"{k}={v}" for k, v in SECRETS.items()] + [f"HF_ENDPOINT={hub_url}"]
     env_file.write_text("\n".join(lines) + "\n")
     env_file.chmod(0o600)
     c.sh("systemctl restart runspecd")  # started at boot: it reads the file again
@@ -108,9 +116,12 @@ def test_the_preflight_child_runs_behind_the_trainers_walls(
     assert props["CapabilityBoundingSet"] == "" and props["UMask"] == "0077", props
     shown = c.sh(f"systemctl show {unit}").stdout
     assert not any(value in shown for value in SECRETS.values())  # not even the token
+    # Its environment: unreadable once its walls stand (not dumpable), else without a key.
     env = _environ(inst, pid)
     assert SECRETS["CONTAINER_API_KEY"] not in env and SECRETS["RUNPOD_API_KEY"] not in env
-    assert f"HF_TOKEN={SECRETS['HF_TOKEN']}" in env  # it asks the Hub: by the pipe
+    # It asks the Hub with the token, which came by the pipe (not a unit property, above).
+    token = SECRETS["HF_TOKEN"].encode()
+    wait_until(lambda: any(token in got for got in heard), timeout=120)
     probe_the_walls(inst, pid, "/var/lib/runspec/runs/pfwall")
     # The jobs folder is read-only to it, its own included.
     own_job = as_written(inst, pid, "/var/lib/runspec/jobs/pfwall/probe")
