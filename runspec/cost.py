@@ -172,6 +172,27 @@ class RunCost:
         }
 
 
+def usd_text(usd: float, hourly_cost: float) -> str:
+    """The run's cost as the card and the summary both write it."""
+    return f"${usd:.4f} at ${hourly_cost}/h"
+
+
+def settled_cost(record: RunRecord, hourly_cost: float | None, now: float) -> RunCost:
+    """The cost reckoned once, at the final push, and kept in the record: the figure the model
+    card carries, so the summary and `status` say the same number; until then, as of `now`."""
+    kept = record.cost
+    if isinstance(kept.get("billed_s"), int | float):
+        usd = kept.get("usd")
+        idle = kept.get("idle_by_status")
+        return RunCost(
+            float(kept["billed_s"]),
+            float(usd) if isinstance(usd, int | float) else None,
+            float(kept.get("gpu_idle_s") or 0.0),
+            idle if isinstance(idle, dict) else {},
+        )
+    return run_cost(record, hourly_cost, now)
+
+
 def run_cost(record: RunRecord, hourly_cost: float | None, now: float) -> RunCost:
     """Billed from the run's start to its end (or `now` while it runs) at the hourly cost.
 

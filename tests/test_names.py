@@ -50,7 +50,7 @@ def test_submit_refuses_a_finished_name_and_rm_frees_it(tmp_path: Path) -> None:
     refused = runspec("submit", str(spec), "--state", str(state))
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "run 'done' already finished (completed)" in refused.stderr
-    assert "`runspec rm done`" in refused.stderr
+    assert f"`runspec rm done --state {state}`" in refused.stderr  # pasteable as printed
     assert list(inbox.iterdir()) == []  # nothing reached the inbox
 
     other = tmp_path / "other.yaml"

@@ -47,13 +47,16 @@ def test_an_invalid_spec_exits_one_with_one_line_per_problem() -> None:
 
 
 @pytest.mark.parametrize("flag", [["--json"], ["--format", "json"]])
-def test_json_output_is_only_the_list(
+def test_json_output_is_the_counts_and_the_problems(
     flag: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(INVALID)
     assert main(["validate", *flag, "train_batch_not_divisible.yaml", "args_unknown.yaml"]) == 1
     out = json.loads(capsys.readouterr().out)
-    assert out == [
+    assert {k: out[k] for k in ("valid", "invalid", "skipped", "unreadable")} == {
+        "valid": 0, "invalid": 2, "skipped": 0, "unreadable": 0,
+    }  # fmt: skip
+    assert out["problems"] == [
         {
             "file": "train_batch_not_divisible.yaml",
             "line": 9,
@@ -79,9 +82,14 @@ def test_json_output_is_only_the_list(
     ]
 
 
-def test_json_output_of_valid_specs_is_an_empty_list(capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_output_of_valid_specs_counts_them_and_has_no_problems(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main(["validate", "--json", str(REPO / "specs")]) == 0
-    assert json.loads(capsys.readouterr().out) == []
+    out = json.loads(capsys.readouterr().out)
+    specs = [p for p in (REPO / "specs").rglob("*.y*ml") if "runspec:" in p.read_text()]
+    assert out["valid"] == len(specs) > 0 and out["invalid"] == out["unreadable"] == 0
+    assert out["problems"] == []
 
 
 def test_folders_are_searched_recursively_for_yaml_and_yml(
@@ -96,8 +104,9 @@ def test_folders_are_searched_recursively_for_yaml_and_yml(
     spec_file("on: push\njobs: {}\n", "runs/workflows/ci.yml")
     root = good.parent.parent
     assert main(["validate", "--json", str(root)]) == 1
-    problems = json.loads(capsys.readouterr().out)
-    assert [(p["file"], p["pointer"]) for p in problems] == [(str(bad), "/train/epochs")]
+    out = json.loads(capsys.readouterr().out)
+    assert (out["valid"], out["invalid"], out["skipped"]) == (1, 1, 2)
+    assert [(p["file"], p["pointer"]) for p in out["problems"]] == [(str(bad), "/train/epochs")]
     assert main(["validate", str(root)]) == 1
     err = capsys.readouterr().err
     assert "1 problem in 1 of 2 specs" in err
@@ -115,7 +124,9 @@ def test_a_missing_path_is_a_usage_error_and_the_rest_is_still_checked(
     )
     assert code == 2
     # With --json the missing file is in the JSON too, as a problem with the whole file.
-    problems = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)
+    assert (out["unreadable"], out["invalid"], out["valid"]) == (1, 1, 0)
+    problems = out["problems"]
     assert [(p["file"], p["pointer"]) for p in problems] == [
         (str(tmp_path / "nope.yaml"), ""),
         (str(INVALID / "yaml_empty.yaml"), ""),

@@ -54,6 +54,7 @@ def test_status_table_and_json(tmp_path: Path) -> None:
     assert lines[1].split() == [
         "NAME",
         "STATE",
+        "AGE",
         "EPOCH",
         "ETA",
         "BEST",

@@ -85,9 +85,9 @@ def _detach(state: Path, as_json: bool) -> Outcome:
     the state folder, and leave it running."""
     from runspec.clock import SYSTEM
     from runspec.errors import RunspecError
+    from runspec.store.hint import command
     from runspec.store.owner import daemon_holder
     from runspec.store.paths import StateLayout
-    from runspec.views.hint import command
 
     layout = StateLayout(state)
     running = daemon_holder(layout)

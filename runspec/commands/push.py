@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.push.report import prepare
     from runspec.push.until import push_until_verified
     from runspec.spec.loader import load_accepted
+    from runspec.store.hint import command
     from runspec.store.owner import RunLock, RunOwner
     from runspec.store.paths import StateLayout
     from runspec.store.state import RecordStore, RunStatus
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> Outcome:
         if record.status is not RunStatus.FINISHED:
             raise UsageError(
                 f"run {args.name!r} is still {record.status.value}: whoever drives it pushes it; "
-                f"a run nobody drives goes on with `runspec run SPEC --resume`"
+                f"a run nobody drives goes on with `{command('run SPEC --resume', state)}`"
             )
         spec = load_accepted(paths.spec_file)
         if spec.push is None:

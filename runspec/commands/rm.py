@@ -62,6 +62,7 @@ def own_job_folder(layout: StateLayout, name: str) -> Path | None:
 def run(args: argparse.Namespace) -> Outcome:
     from runspec.errors import UsageError
     from runspec.printable import printable
+    from runspec.store.hint import command
     from runspec.store.owner import RunLock
     from runspec.store.paths import StateLayout
     from runspec.store.state import DamagedRecord, RecordStore, RunStatus
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> Outcome:
     if record is not None and record.status is not RunStatus.FINISHED:
         raise UsageError(
             f"run {args.name!r} is still {record.status.value}; stop it first with "
-            f"`runspec cancel {args.name}`, then rm it once it has finished"
+            f"`{command(f'cancel {args.name}', state)}`, then rm it once it has finished"
         )
     lock = RunLock(paths)
     lock.acquire()  # nobody may be driving it while its folder goes
@@ -152,8 +153,8 @@ def _unsafe_left(paths: RunPaths, *, force: bool) -> tuple[str, list[str]] | Non
     from runspec.machine.verdict import demanded, files_safety
     from runspec.spec.loader import load_accepted
     from runspec.spec.model import DEFAULT_PUSH_FILES
+    from runspec.store.hint import command
     from runspec.store.tombstone import local_files
-    from runspec.views.hint import command
 
     try:
         spec = load_accepted(paths.spec_file)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from runspec.commands import add_format, add_name, add_state, print_json, state_dir
 from runspec.errors import Outcome
@@ -50,6 +51,12 @@ def _inbox(args: argparse.Namespace, state: Path) -> Path:
         return state / "inbox"  # a broken config is the daemon's to report
 
 
+def _age_key(row: dict[str, Any]) -> tuple[bool, float]:
+    """Newest first; a run whose age is unknown goes last."""
+    age = row.get("age_seconds")
+    return (age is None, age if age is not None else 0.0)
+
+
 def _hub(args: argparse.Namespace) -> Outcome:
     from runspec.clock import SYSTEM
     from runspec.push.fleetread import fleet
@@ -68,6 +75,7 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.clock import SYSTEM
     from runspec.errors import UsageError
     from runspec.printable import printable_lines
+    from runspec.store.hint import command
     from runspec.store.owner import daemon_holder
     from runspec.store.paths import StateLayout
     from runspec.store.state import RecordStore, RunStatus
@@ -88,8 +96,9 @@ def run(args: argparse.Namespace) -> Outcome:
         finished = [r for r in records if r.status is RunStatus.FINISHED]
         if not (args.all or args.name):
             records = [r for r in records if r.status is not RunStatus.FINISHED]
-        rows = [info(state, r, now) for r in records]
-        rows += [damaged_info(d) for d in scan.damaged]
+        # Newest first: the run just submitted heads the list, last week's runs trail it.
+        rows = sorted((info(state, r, now) for r in records), key=_age_key)
+        rows += [damaged_info(d, state) for d in scan.damaged]
         if args.name:
             rows = [r for r in rows if r["name"] == args.name]
             if not rows:
@@ -109,7 +118,7 @@ def run(args: argparse.Namespace) -> Outcome:
                 print(printable_lines("\n".join(summary)))
             hidden = len(finished) if not (args.all or args.name) else 0
             if hidden:
-                print(f"({hidden} finished: runspec status -a shows them)")
+                print(f"({hidden} finished: {command('status -a', state)} shows them)")
         sys.stdout.flush()
         if not args.watch:
             return Outcome.OK

@@ -92,8 +92,8 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.spec.specread import NotRegularFile, SpecTooBig, read_spec
     from runspec.spec.yamlload import too_big
     from runspec.store.atomic import write_bytes
+    from runspec.store.hint import command
     from runspec.store.paths import provenance_sidecar
-    from runspec.views.hint import command
 
     # The same reader as the inbox's: a FIFO or a device is refused at once, and nothing is
     # read past the size limit (`runspec submit /dev/zero` must not eat the machine's memory).

@@ -85,7 +85,14 @@ def run(args: argparse.Namespace) -> Outcome:
                 invalid += 1
                 problems.extend(found)
     if args.format == "json":
-        print_json([p.as_dict() for p in [*(u for u, _ in unreadable), *problems]])
+        # One shape for one file or a thousand: the counts, then every problem.
+        print_json({
+            "valid": checked - invalid,
+            "invalid": invalid,
+            "skipped": skipped,
+            "unreadable": len(unreadable),
+            "problems": [p.as_dict() for p in [*(u for u, _ in unreadable), *problems]],
+        })  # fmt: skip
     else:
         for _, line in unreadable:
             print(f"runspec: {printable(line)}", file=sys.stderr)

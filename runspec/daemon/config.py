@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from runspec.alerts import URL_FORM, URL_HINT
 from runspec.errors import UsageError
 from runspec.spec.model import FinishAction, FinishSpec
 from runspec.spec.rules import check_rules
+from runspec.spec.schema_errors import did_you_mean
+from runspec.spec.yamlload import YamlDocument, load_yaml
 from runspec.store.paths import CONFIG_FILE, StateLayout, default_state_dir
 from runspec.units import parse_duration
 
@@ -145,6 +145,24 @@ def _writable(raw: Any, where: str) -> tuple[Path, ...]:
     return folders
 
 
+def _read(cfg_path: Path) -> YamlDocument | None:
+    """The config's document, read as a spec is (YAML 1.2, every key located); None when the
+    file holds nothing (the defaults)."""
+    try:
+        data = cfg_path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {cfg_path}: {exc}") from exc
+    doc, problems = load_yaml(data, str(cfg_path))
+    if doc is not None and not problems:
+        return doc
+    first = problems[0]
+    if doc is None and first.message.startswith("the file is empty"):
+        return None  # comments only (the default file `runspec install` writes)
+    if first.message.startswith("the top level is"):
+        raise ConfigError(f"{cfg_path}:{first.line}:{first.column}: the config must be a mapping")
+    raise ConfigError(f"{first.file}:{first.line}:{first.column}: {first.message}")
+
+
 def load_config(
     path: Path | None, *, state: Path | None = None, inbox: Path | None = None
 ) -> DaemonConfig:
@@ -152,21 +170,29 @@ def load_config(
     source: Path | None = None
     raw: dict[str, Any] = {}
     cfg_path = path or DEFAULT_CONFIG
+    doc: YamlDocument | None = None
     if cfg_path.exists():
-        try:
-            loaded = yaml.safe_load(cfg_path.read_text())
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read config {cfg_path}: {exc}") from exc
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"{cfg_path}: the config must be a mapping")
-        raw = loaded or {}
+        doc = _read(cfg_path)
+        raw = doc.data if doc is not None else {}
         source = cfg_path
     elif path is not None and path != DEFAULT_CONFIG:
         raise ConfigError(f"config file {path} does not exist")
-    where = str(cfg_path)
-    unknown = sorted(set(raw) - set(KNOWN_KEYS))
+
+    def at(key: str) -> str:
+        """FILE:LINE:COL of a key, as a spec's problems are located."""
+        mark = doc.key_mark((key,)) if doc is not None else None
+        return f"{cfg_path}:{mark.line}:{mark.column}" if mark else str(cfg_path)
+
+    def dur(key: str) -> float | None:
+        return _duration(raw.get(key), at(key), key)
+
+    unknown = [k for k in raw if k not in KNOWN_KEYS]
     if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(KNOWN_KEYS)})")
+        key = unknown[0]
+        raise ConfigError(
+            f"{at(key)}: unknown key {key!r}{did_you_mean(key, KNOWN_KEYS)} "
+            f"(known: {', '.join(KNOWN_KEYS)})"
+        )
     cwd = Path.cwd()
     state_dir = (
         state or (_path(raw["state"], cwd) if raw.get("state") else default_state_dir())
@@ -175,10 +201,10 @@ def load_config(
     if hourly is not None and (
         isinstance(hourly, bool) or not isinstance(hourly, int | float) or hourly < 0
     ):
-        raise ConfigError(f"{where}: hourly_cost must be a number of USD per hour")
+        raise ConfigError(f"{at('hourly_cost')}: hourly_cost must be a number of USD per hour")
     dry = raw.get("finish_dry_run", False)
     if not isinstance(dry, bool):
-        raise ConfigError(f"{where}: finish_dry_run must be true or false")
+        raise ConfigError(f"{at('finish_dry_run')}: finish_dry_run must be true or false")
     return DaemonConfig(
         state=state_dir,
         inbox=(
@@ -187,17 +213,15 @@ def load_config(
         data=_path(raw["data"], cwd) if raw.get("data") else state_dir / "data",
         runs=_path(raw["runs"], cwd) if raw.get("runs") else state_dir / "runs",
         hourly_cost=float(hourly) if hourly is not None else None,
-        finish=_finish(raw.get("finish"), where),
+        finish=_finish(raw.get("finish"), at("finish")),
         finish_dry_run=dry,
-        idle_finish=_duration(raw.get("idle_finish"), where, "idle_finish"),
-        rescan_every=_duration(raw.get("rescan_every"), where, "rescan_every") or 30.0,
-        incomplete_wait=_duration(raw.get("incomplete_wait"), where, "incomplete_wait") or 60.0,
-        inbox_settle=_duration(raw.get("inbox_settle"), where, "inbox_settle") or 2.0,
-        shutdown_push_timeout=(
-            _duration(raw.get("shutdown_push_timeout"), where, "shutdown_push_timeout") or 240.0
-        ),
-        writable=_writable(raw.get("writable"), where),
-        notify=_notify(raw.get("notify"), where),
+        idle_finish=dur("idle_finish"),
+        rescan_every=dur("rescan_every") or 30.0,
+        incomplete_wait=dur("incomplete_wait") or 60.0,
+        inbox_settle=dur("inbox_settle") or 2.0,
+        shutdown_push_timeout=dur("shutdown_push_timeout") or 240.0,
+        writable=_writable(raw.get("writable"), at("writable")),
+        notify=_notify(raw.get("notify"), at("notify")),
         source=source,
     )
 

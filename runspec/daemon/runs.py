@@ -25,6 +25,7 @@ from runspec.run.lifecycle import Lifecycle, LifecycleOptions
 from runspec.run.rebuild import rebuild
 from runspec.spec.loader import load_accepted
 from runspec.spec.model import FinishAction
+from runspec.store.hint import command
 from runspec.store.owner import RunLock
 from runspec.store.paths import StateLayout
 from runspec.store.state import Damaged, RecordStore, RunRecord, RunStatus, Termination
@@ -91,7 +92,8 @@ class RunKeeper:
                     error(
                         f"{bad.name}: its record is damaged ({bad.reason}); set aside as "
                         f"{kept.kept_as}; the other runs go on, and nothing ends this machine "
-                        f"until it is looked at (`runspec rm {bad.name}` once it is)"
+                        f"until it is looked at "
+                        f"(`{command(f'rm {bad.name}', self.layout.state)}` once it is)"
                     )
                 )
             self.set_aside.add(bad.name)

@@ -22,6 +22,7 @@ from runspec.errors import Outcome, RunspecError
 from runspec.push.manifest import Manifest, digest_file
 from runspec.spec.loader import load_accepted
 from runspec.spec.model import DEFAULT_PUSH_FILES, Spec
+from runspec.store.hint import command
 from runspec.store.owner import run_holder
 from runspec.store.paths import RunPaths, StateLayout
 from runspec.store.state import RecordStore, RunRecord, RunStatus, Termination
@@ -184,7 +185,7 @@ def machine_verdict(
         unsafe.append(
             f"run {bad.name} is damaged ({bad.reason}): its weights cannot be judged, so the "
             f"machine is not destroyed (its record kept in {layout.job_dir(bad.name)}; look at "
-            f"it, then `runspec rm {bad.name}`)"
+            f"it, then `{command(f'rm {bad.name}', layout.state)}`)"
         )
     for record in scan.records:
         paths = layout.run_paths(record.name)

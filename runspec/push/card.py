@@ -13,8 +13,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from runspec.budgetfit import of_record
 from runspec.clock import human_duration
+from runspec.cost import usd_text
 from runspec.printable import printable
 from runspec.push.remote import CURVES, SPEC
 from runspec.spec.model import Spec
@@ -103,6 +106,23 @@ def _load(spec: Spec, paths: RunPaths) -> list[str]:
     ]
 
 
+def _image_size(spec: Spec, paths: RunPaths) -> str:
+    """The size LibreYOLO trained at, as its train_config.yaml resolved it (a model may round
+    the spec's size to its stride); the spec's own when the file says nothing."""
+    asked = spec.train.imgsz
+    try:
+        config = yaml.safe_load((paths.run_dir / "train_config.yaml").read_text()[:1_000_000])
+    except (OSError, yaml.YAMLError):
+        config = None
+    trained = config.get("imgsz") if isinstance(config, dict) else None
+    if not isinstance(trained, int | list) or isinstance(trained, bool):
+        return str(asked)
+    trained = trained if isinstance(trained, int) else tuple(trained)
+    if trained == asked:
+        return str(trained)
+    return f"{trained} (the spec asked {asked})"
+
+
 def _schedule(record: RunRecord) -> list[tuple[str, str]]:
     fit = of_record(record)
     if fit is None or not fit.fitted:
@@ -130,14 +150,14 @@ def model_card(
     term = record.termination.value if record.termination else record.status.value
     budget = f"{human_duration(spec.budget.wall_clock)} wall clock"
     if cost_usd is not None and spec.budget.hourly_cost is not None:
-        budget += f"; this run cost ${cost_usd:.2f} at ${spec.budget.hourly_cost}/h"
+        budget += f"; this run cost {usd_text(cost_usd, spec.budget.hourly_cost)}"
     table = [
         ("model", spec.train.model),
         ("dataset", _dataset(spec)),
         ("epochs", f"{record.epoch} of {record.total_epochs}"),
         *_schedule(record),
         ("ended", f"{term}: {record.why}" if record.why else term),
-        ("image size", spec.train.imgsz),
+        ("image size", _image_size(spec, paths)),
         ("budget", budget),
         ("spec", f"{SPEC} ({spec.sha256[:12]}), from {_provenance(paths)}"),
         *_metrics(rows),

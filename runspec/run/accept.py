@@ -19,6 +19,7 @@ from runspec.errors import UsageError
 from runspec.spec.model import Spec
 from runspec.spec.rules import RULES_VERSION
 from runspec.store.atomic import write_json_atomic
+from runspec.store.hint import command
 from runspec.store.paths import RunPaths
 from runspec.store.room import reserve_note
 from runspec.store.state import DamagedRecord, RecordStore, RunRecord, RunStatus
@@ -35,31 +36,32 @@ def check_name(
     NameTaken, saying how to go on, when the name belongs to another run. `runspec submit`
     asks this before the spec ever reaches the inbox."""
     store = RecordStore(state_dir.absolute())
+    rm = command(f"rm {spec.name}", state_dir)  # the hint, pasteable as printed
     try:
         existing = store.load(spec.name)
     except DamagedRecord as exc:
         raise NameTaken(
             f"a run named {spec.name!r} exists but its record is damaged ({exc.reason}); "
-            f"give this run another name, or `runspec rm {spec.name}` the old one"
+            f"give this run another name, or `{rm}` the old one"
         ) from exc
     if existing is not None:
         if existing.spec_sha256 != spec.sha256:
             raise NameTaken(
                 f"a run named {spec.name!r} already exists with another spec "
                 f"(sha256 {existing.spec_sha256[:12]}, this one {spec.sha256[:12]}); "
-                f"give this run another name, or `runspec rm {spec.name}` the old one"
+                f"give this run another name, or `{rm}` the old one"
             )
         if existing.status is RunStatus.FINISHED:
             ended = existing.termination.value if existing.termination else "ended"
             raise NameTaken(
                 f"run {spec.name!r} already finished ({ended}); give the new run another "
-                f"name, or `runspec rm {spec.name}` the old one (its weights stay)"
+                f"name, or `{rm}` the old one (its weights stay)"
             )
         return existing
     if store.damaged(spec.name) is not None:
         raise NameTaken(
             f"run {spec.name!r} was set aside as damaged; give this run another name, or "
-            f"`runspec rm {spec.name}` the old one"
+            f"`{rm}` the old one"
         )
     run_dir = RunPaths.decide(spec, state_dir, runs=runs, data=data).run_dir
     if run_dir.exists() and any(run_dir.iterdir()):

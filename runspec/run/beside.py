@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runspec.spec.model import Spec
+from runspec.store.hint import command
 from runspec.store.owner import DaemonRunning, daemon_holder, run_holder
 from runspec.store.paths import StateLayout
 from runspec.store.state import DamagedRecord, RecordStore, RunStatus
@@ -42,6 +43,7 @@ def refuse_beside_daemon(spec: Spec, state: Path, spec_file: Path) -> None:
     if why:
         raise DaemonRunning(
             f"runspecd (pid {daemon.pid}) drives this machine{why}: "
-            f"`runspec submit {spec_file}` queues this spec behind it (`runspec status` shows "
+            f"`{command(f'submit {spec_file}', layout.state)}` queues this spec behind it "
+            f"(`{command('status', layout.state)}` shows "
             "the queue)"
         )

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from runspec.budget import deadline_of
 from runspec.clock import utc_iso
-from runspec.views.hint import command
+from runspec.store.hint import command
 from runspec.voice import error, warning
 
 if TYPE_CHECKING:

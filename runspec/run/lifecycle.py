@@ -382,4 +382,3 @@ class Lifecycle:
             notify=self.options.notify,
         )
         endgame.finish_run(self.spec, self.paths, self.owner)
-        self._note_cost()

@@ -33,6 +33,7 @@ from runspec.push.hubrecord import newest_checkpoint
 from runspec.push.manifest import Manifest
 from runspec.run.accept import accept
 from runspec.spec.model import Spec
+from runspec.store.hint import command
 from runspec.store.paths import RunPaths
 from runspec.store.state import DamagedRecord, RecordStore, RunRecord, RunStatus, Termination
 from runspec.trainer import control
@@ -73,15 +74,16 @@ def resume_run(
     """Reopen the run named by `spec` (the caller holds its lock); raises CannotResume."""
 
     store = RecordStore(state.absolute(), clock)
+    rm = command(f"rm {spec.name}", state)
     try:
         record = store.load(spec.name)
     except DamagedRecord as exc:
-        raise CannotResume(f"{exc}: `runspec rm {spec.name}` it first") from exc
+        raise CannotResume(f"{exc}: `{rm}` it first") from exc
     if record is None:
         record, source = _from_target(spec, state, via, clock, runs, data)
     else:
         source = "this disk"
-        _refuse_unresumable(spec, record)
+        _refuse_unresumable(spec, record, state)
     paths = RunPaths.load(state.absolute(), spec.name)
     checkpoint = newest_intact_checkpoint(paths.run_dir)
     if checkpoint is None and spec.push is not None:
@@ -90,13 +92,13 @@ def resume_run(
     if checkpoint is None and record.status is RunStatus.FINISHED:
         raise CannotResume(
             f"nothing to resume: run {spec.name!r} has no intact checkpoint on this disk nor at "
-            f"its push target; run it again under another name (or `runspec rm {spec.name}`)"
+            f"its push target; run it again under another name (or `{rm}`)"
         )
     line = _reopen(spec, paths, record, store, keep_budget, clock, source)
     return Resumed(record, checkpoint, source, line)
 
 
-def _refuse_unresumable(spec: Spec, record: RunRecord) -> None:
+def _refuse_unresumable(spec: Spec, record: RunRecord, state: Path) -> None:
     if record.spec_sha256 != spec.sha256:
         raise CannotResume(
             f"run {spec.name!r} was made from another spec (sha256 {record.spec_sha256[:12]}, "
@@ -104,9 +106,10 @@ def _refuse_unresumable(spec: Spec, record: RunRecord) -> None:
         )
     if record.terminal:
         why = printable(str(record.terminal.get("reason", "")))
+        rm = command(f"rm {spec.name}", state)
         raise CannotResume(
             f"run {spec.name!r} failed for good and is not resumed: {why}; fix the spec, then "
-            f"run it under another name (or `runspec rm {spec.name}` first)"
+            f"run it under another name (or `{rm}` first)"
         )
     if record.status is RunStatus.FINISHED and record.termination is Termination.COMPLETED:
         raise CannotResume(f"run {spec.name!r} completed all its epochs: nothing to resume")
@@ -141,7 +144,7 @@ def _from_target(
         remote = RunRecord.from_json(pushed.record)
     except (ValueError, TypeError, KeyError) as exc:
         raise CannotResume(f"{pushed.where} holds a damaged runspec record: {exc}") from exc
-    _refuse_unresumable(spec, remote)
+    _refuse_unresumable(spec, remote, state)
     record = accept(
         spec, state, {"via": via, "resumed_from": pushed.where}, clock, runs=runs, data=data
     )

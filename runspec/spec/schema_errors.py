@@ -57,7 +57,7 @@ def _suggestible(choices: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(c for c in choices if "-" not in c or c.replace("-", "_") not in choices)
 
 
-def _did_you_mean(word: str, known: tuple[str, ...]) -> str:
+def did_you_mean(word: str, known: tuple[str, ...]) -> str:
     # A close spelling first; else the keys it starts (`warmup` -> `warmup_epochs`).
     choices = _suggestible(known)
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.75)
@@ -151,7 +151,7 @@ def explain(error: Any, report: Reporter) -> None:
                 hint = ""
                 if report.guesses_left > 0:
                     report.guesses_left -= 1
-                    hint = _did_you_mean(key, known)
+                    hint = did_you_mean(key, known)
                 report.add((*path, key), f"unknown key {key!r}{hint}", at_key=True)
     elif kind == "required":
         for key in error.validator_value:
@@ -200,7 +200,7 @@ def explain(error: Any, report: Reporter) -> None:
         report.add(path, f"expected {' or '.join(names)}, got {show(instance)}{hint}")
     elif kind == "enum":
         choices = [str(c) for c in error.validator_value]
-        hint = _did_you_mean(instance, tuple(choices)) if isinstance(instance, str) else ""
+        hint = did_you_mean(instance, tuple(choices)) if isinstance(instance, str) else ""
         report.add(path, f"{show(instance)} is not one of {', '.join(choices)}{hint}")
     elif kind == "minItems":
         report.add(path, "the list is empty; give at least one item")

@@ -24,6 +24,7 @@ from typing import Any
 from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.errors import UsageError
 from runspec.store.atomic import write_bytes
+from runspec.store.hint import command
 from runspec.store.locks import FileLock, Holder, holder
 from runspec.store.paths import RunPaths, StateLayout
 from runspec.store.room import free_bytes, is_no_space, is_unwritable, write_note
@@ -34,11 +35,12 @@ log = logging.getLogger("runspec.store.owner")
 
 
 class OwnedElsewhere(UsageError):
-    def __init__(self, name: str, by: Holder) -> None:
+    def __init__(self, name: str, by: Holder, state: Path) -> None:
         self.holder = by
         super().__init__(
             f"run {name!r} is already driven by {by}; wait for it to end, follow it with "
-            f"`runspec status {name}`, or stop it with `runspec cancel {name}`"
+            f"`{command(f'status {name}', state)}`, or stop it with "
+            f"`{command(f'cancel {name}', state)}`"
         )
 
 
@@ -91,7 +93,7 @@ class RunLock:
         """Take the run, or raise OwnedElsewhere naming its driver."""
         found = self._lock.try_acquire()
         if found is not None:
-            raise OwnedElsewhere(self.paths.name, found)
+            raise OwnedElsewhere(self.paths.name, found, self.paths.state)
 
     def try_acquire(self) -> Holder | None:
         return self._lock.try_acquire()

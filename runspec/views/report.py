@@ -7,7 +7,7 @@ import re
 
 from runspec.budgetfit import of_record
 from runspec.clock import SYSTEM, Clock, human_duration
-from runspec.cost import run_cost
+from runspec.cost import settled_cost, usd_text
 from runspec.spec.model import Spec
 from runspec.store.finishrecord import FinishRecord
 from runspec.store.paths import RunPaths
@@ -81,8 +81,9 @@ def summary_lines(
             f"{summary_weights(push.files)}, {format_bytes(push.bytes)} to "
             f"{push_target(spec, paths)}"
         )
-    cost = run_cost(record, spec.budget.hourly_cost, clock.time())
-    usd = "" if cost.usd is None else f", ${cost.usd:.4f} at ${spec.budget.hourly_cost}/h"
+    hourly = spec.budget.hourly_cost
+    cost = settled_cost(record, hourly, clock.time())
+    usd = "" if cost.usd is None or hourly is None else f", {usd_text(cost.usd, hourly)}"
     took = time_to_first_step(record, paths.control_dir)
     to_step = "" if took is None else f"; first training step {human_duration(took)} after arrival"
     lines.append(

@@ -18,6 +18,7 @@ from runspec.errors import RunspecError
 from runspec.meter import read_snapshot
 from runspec.spec.loader import load_accepted
 from runspec.spec.model import Spec
+from runspec.store.hint import command
 from runspec.store.owner import daemon_holder, run_holder
 from runspec.store.paths import RunPaths, StateLayout
 from runspec.store.room import read_note
@@ -25,7 +26,6 @@ from runspec.store.state import Damaged, RunRecord, RunStatus
 from runspec.trainer import control
 from runspec.trainer.firststep import time_to_first_step
 from runspec.trainer.observer import observe
-from runspec.views.hint import command
 
 log = logging.getLogger("runspec.views.runinfo")
 
@@ -103,7 +103,10 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
     paths = StateLayout(state).run_paths(record.name)
     run_dir = paths.run_dir
     live = record.status not in (RunStatus.QUEUED, RunStatus.FINISHED)
-    obs = _observe(run_dir, paths.control_dir) if live else {}
+    # A finished run's results still say its best metric (what `status -a` lists); no ETA.
+    obs = _observe(run_dir, paths.control_dir) if record.status is not RunStatus.QUEUED else {}
+    if not live:
+        obs.pop("eta_seconds", None)
     spec = _spec(paths)
     budget_left = None
     if record.deadline and record.status is not RunStatus.FINISHED:
@@ -156,11 +159,18 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
         "schedule": fit.line() if (fit := of_record(record)) and fit.fitted else None,
         "cost_usd": cost,
         "queued_at": record.queued_at,
+        "age_seconds": age_seconds(record, now),
         "started_at": record.started_at,
         "ended_at": record.ended_at,
         "run_dir": str(run_dir),
         "monitor": f"libreyolo monitor {run_dir} --no-browser",
     }
+
+
+def age_seconds(record: RunRecord, now: float) -> float | None:
+    """How long ago the run arrived (queued, else first started); None when neither is known."""
+    since = record.queued_at or record.started_at
+    return max(now - parse_utc_iso(since), 0.0) if since else None
 
 
 def nobody_drives(paths: RunPaths, state: Path) -> str | None:
@@ -177,12 +187,12 @@ def nobody_drives(paths: RunPaths, state: Path) -> str | None:
     return f"nobody drives this run: {command(f'run {spec} --resume', state)} or start runspecd"
 
 
-def damaged_info(damaged: Damaged) -> dict[str, Any]:
+def damaged_info(damaged: Damaged, state: Path) -> dict[str, Any]:
     return {
         "name": damaged.name,
         "status": "damaged",
         "termination": None,
         "reason": damaged.reason,
         "kept_as": damaged.kept_as,
-        "fix": f"look at the kept record, then `runspec rm {damaged.name}`",
+        "fix": f"look at the kept record, then `{command(f'rm {damaged.name}', state)}`",
     }

@@ -9,7 +9,7 @@ from runspec.clock import human_duration
 from runspec.meter import snapshot_text
 from runspec.views.epochline import metric_name
 
-HEADER = ("NAME", "STATE", "EPOCH", "ETA", "BEST", "LAST PUSH", "BUDGET LEFT", "COST")
+HEADER = ("NAME", "STATE", "AGE", "EPOCH", "ETA", "BEST", "LAST PUSH", "BUDGET LEFT", "COST")
 DASHES = ("-",) * (len(HEADER) - 2)
 
 
@@ -33,7 +33,8 @@ def _run_row(r: dict[str, Any]) -> tuple[str, ...]:
     budget = "-" if left is None else (human_duration(left) if left > 0 else "overrun")
     cost = "-" if r["cost_usd"] is None else f"${r['cost_usd']:.2f}"
     push = _push_text(r["last_push"], bool(r["push_error"]))
-    return (r["name"], state, epoch, eta, best, push, budget, cost)
+    age = "-" if r.get("age_seconds") is None else human_duration(r["age_seconds"])
+    return (r["name"], state, age, epoch, eta, best, push, budget, cost)
 
 
 FAILED = ("failed-preflight", "failed-staging", "failed-training", "lost")
