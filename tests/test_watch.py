@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -302,3 +303,47 @@ def test_watch_lease_is_checked_in_the_spec(extra: str, said: str) -> None:
     with pytest.raises(SpecInvalid) as caught:
         load_spec_text(text, "w.yaml")
     assert said in str([p.message for p in caught.value.problems])
+
+
+def _next_pass(out: Any) -> dict[str, Any]:
+    """The next pass's JSON document from a watcher's output (each is printed indented)."""
+    text = ""
+    while line := out.readline():
+        text += line
+        try:
+            doc: dict[str, Any] = json.loads(text)
+        except json.JSONDecodeError:
+            continue
+        return doc
+    raise AssertionError(f"the watcher ended: {text!r}")
+
+
+def test_the_watcher_left_running_judges_again_every_pass(
+    hub_server: HubServer, standin: StandIn, env: dict[str, str]
+) -> None:
+    """Without --once (a laptop or a box of its own): each pass reads the lease again, so a box
+    that stops vouching while the watcher runs is ended at the next pass, once."""
+    box = VastInstance(standin)
+    seed(hub_server, lease_doc())
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runspec", "watch", "--every", "2s", "--json", REPO],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        first = _next_pass(proc.stdout)
+        assert first["runs"][0]["verdict"] == "alive" and box.effects == []
+        seed(hub_server, expired())  # the box hangs while the watcher runs
+        verdicts = []
+        end = time.monotonic() + 90
+        while box.effects == [] and time.monotonic() < end:
+            verdicts.append(_next_pass(proc.stdout)["runs"][0]["verdict"])
+        assert box.effects == ["PUT"], verdicts
+        # The passes after it find the end recorded and call nothing more.
+        for _ in range(2):
+            _next_pass(proc.stdout)
+        assert box.effects == ["PUT"]
+        assert lease_at_hub(hub_server)["ended_by"]["action"] == "stop"
+    finally:
+        proc.terminate()
+        proc.wait(30)
