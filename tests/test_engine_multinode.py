@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.fixtures_run import RUNSPEC, SpecWriter, finish_run, start_run, wait_record
+from tests.fixtures_run import RUNSPEC, SpecWriter, finish_run, record_of, start_run, wait_record
 from tests.hubserver import HubServer
 
 pytestmark = pytest.mark.timeout(600)
@@ -208,10 +208,17 @@ def test_node_0_that_dies_ends_node_1_with_a_fresh_machine_asked_for(
     tmp_path: Path, start_pair: Pair, hub_server: HubServer
 ) -> None:
     node0, node1 = start_pair("headless", 30, _dstack)
-    wait_record(tmp_path / "n0", "headless", lambda r: r["last_push"] is not None, timeout=400)
+    # A verified push with an epoch's weights in it (not one of run files alone).
+    wait_record(
+        tmp_path / "n0", "headless", lambda r: (r["last_push"] or {}).get("epoch"), timeout=400
+    )
     _kill_tree(node0)
     code1, out1 = finish_run(node1, timeout=240)
     assert code1 == 75, out1
     assert "exit 75 (a fresh machine)" in out1
-    # What node 0 pushed before it died stays the run's newest verified checkpoint.
-    assert "weights/last.pt" in hub_server.files("tester/headless")
+    # What node 0 pushed before it died stays at the Hub: its checkpoint of that epoch (which
+    # of last.pt, best.pt, epoch_N.pt were complete then is the race of the moment).
+    pushed = hub_server.files("tester/headless")
+    verified = record_of(tmp_path / "n0", "headless")["last_push"]["files"]
+    weights = [f for f in verified if f.startswith("weights/") and f.endswith(".pt")]
+    assert weights and set(weights) <= set(pushed), (verified, pushed)
