@@ -16,6 +16,12 @@ def endpoint() -> str:
     return os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT
 
 
+def endpoint_set() -> str | None:
+    """HF_ENDPOINT when set (a test Hub, a mirror), else None: huggingface_hub's default. Read
+    at each call, never at import, so an endpoint set at run time counts."""
+    return os.environ.get("HF_ENDPOINT") or None
+
+
 def _cause(exc: BaseException) -> str:
     text = " ".join(str(exc).lower().split())
     for words, cause in (

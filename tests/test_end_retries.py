@@ -228,3 +228,31 @@ def test_an_end_past_the_deadline_plus_the_overrun_still_tries_for_a_while(
     assert outcome.result is not None and not outcome.result.ok, said
     tried = [parse_utc_iso(str(a["time"])) for a in attempts(game) if a["sent"]]
     assert len(tried) > 2 and start + 60 < max(tried) <= start + FinishHost.least_window
+
+
+def test_the_failsafe_past_the_overrun_keeps_asking_for_the_whole_end_window(
+    tmp_path: Path, write_spec: SpecWriter, standin: StandIn, provider_env: dict[str, str]
+) -> None:
+    # The failsafe fires after deadline + overrun, when nobody else will ever ask again: a
+    # provider down for ten minutes must not leave the machine billing after five.
+    clock = ManualClock()
+    state = _run_ending_at(tmp_path, write_spec, clock, deadline_in=-3600.0)
+    store = RecordStore(state)
+    record = store.load("a")
+    assert record is not None
+    ran_out = FinishResult("destroy", "destroy", True, False, False, "DELETE", "not confirmed")
+    record.finish = FinishRecord.applied(ran_out).to_json()
+    store.save(record)
+    VastInstance(standin, deletes=(Answer(500, "down"),), puts=(Answer(503, "down"),))
+    env = {**provider_env, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": "k"}
+    vast = Vast(env, confirm_timeout=3.0, poll_interval=0.1, clock=clock)
+    said: list[str] = []
+    start = clock.time()
+    code = failsafe.fire(
+        state, "a", clock=clock, host=FinishHost(provider=vast), progress=said.append
+    )
+    assert code == 1, said
+    game = Endgame(StateLayout(state), say=said.append)
+    tried = [parse_utc_iso(str(a["time"])) for a in attempts(game) if a["sent"]]
+    assert max(tried) - start > FinishHost.least_window, said  # past an on-box end's floor
+    assert max(tried) <= start + FinishHost.end_window

@@ -20,6 +20,7 @@ import pytest
 from runspec.engines.onbox import Engine, detect, engine_outcome
 from runspec.errors import Outcome, UsageError
 from runspec.machine.verdict import Safety
+from runspec.push.remote import LEASE
 from runspec.store.state import RunRecord, Termination
 from tests.fixtures_providers import StandIn
 from tests.fixtures_run import SpecWriter, finish_run, record_of, start_run, wait_record
@@ -103,8 +104,9 @@ def test_under_skypilot_finish_destroy_calls_no_provider_and_exits_0(
         push={"hub": {"repo": "tester/sky"}},
         finish={"action": "destroy", "provider": "vast"},
     )
-    # On vast.ai, and no vast key: under the engine none is needed.
-    env = {**hub_env, **provider_env, **SKYPILOT, "CONTAINER_ID": "4242"}
+    # On vast.ai (a RunPod pod id too, which auto-detection reads), and no vast key: under
+    # the engine none is needed.
+    env = {**hub_env, **provider_env, **SKYPILOT, "CONTAINER_ID": "4242", "RUNPOD_POD_ID": "pod9"}
     state = tmp_path / "state"
     code, out = finish_run(start_run(spec, state, env), timeout=300)
     assert code == 0, out
@@ -122,6 +124,10 @@ def test_under_skypilot_finish_destroy_calls_no_provider_and_exits_0(
         hub_server.entry("tester/sky", "weights/last.pt").sha256
         == hashlib.sha256((state / "runs" / "sky" / "weights" / "last.pt").read_bytes()).hexdigest()
     )
+    # Its lease names no instance: a `runspec watch` must never end the engine's machine.
+    lease = json.loads(hub_server.read_file("tester/sky", LEASE, repo_type="model"))
+    assert lease["state"] == "finished" and lease["final_verified"] is True, lease
+    assert lease["provider"] is None and lease["instance"] is None, lease
 
 
 @pytest.mark.training

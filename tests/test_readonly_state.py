@@ -63,3 +63,27 @@ def test_the_failsafe_ends_the_machine_from_a_read_only_state_folder(
     assert standin.made("DELETE") == [] and len(standin.made("PUT")) == 1
     assert any("the state folder is read-only" in line for line in said), said
     assert not layout.machine_file.exists()  # nothing could be recorded, and nothing was
+
+
+def test_a_machine_end_a_read_only_state_folder_refused_is_still_the_one_to_apply(
+    tmp_path: Path,
+) -> None:
+    """The idle finish arms the machine's end and then enters it through a new Endgame: with
+    the state folder read-only, the armed end must not be lost between the two (the idle
+    finish falls due once, and the machine would bill on)."""
+    from runspec.clock import SYSTEM
+    from runspec.machine.endgame import Endgame
+    from runspec.machine.machinefile import Pending, save_pending
+    from runspec.spec.model import FinishSpec
+
+    state = tmp_path / "state"
+    state.mkdir()
+    layout = StateLayout(state)
+    pending = Pending("(machine)", FinishSpec(), None, str(state / "runs"), "idle", "now")
+    with read_only(state):
+        with pytest.raises(OSError):
+            save_pending(layout, pending, "armed", SYSTEM)
+        assert Endgame(layout, say=lambda _l: None).load() == pending
+    save_pending(layout, None, "applied", SYSTEM)  # writable again: written, and from the file
+    assert Endgame(layout, say=lambda _l: None).load() is None
+    assert layout.machine_file.is_file()

@@ -132,3 +132,19 @@ def test_a_synthetic_dataset_is_generated_once(tmp_path: Path) -> None:
     before = data.stat().st_mtime_ns
     assert staging.stage_dataset(spec, paths, progress=lambda _: None) == data
     assert data.stat().st_mtime_ns == before
+
+
+def test_only_what_a_fixed_spec_mends_is_a_permanent_staging_failure(
+    tmp_path: Path, hub_server: HubServer
+) -> None:
+    """A permanent failure marks the run terminal: never resumed, never retried by an engine.
+    A dataset folder this machine lacks (a fresh one may have it) is not; a missing repo is."""
+    spec = _spec(tmp_path, f"  path: {tmp_path / 'elsewhere' / 'data.yaml'}\n")
+    paths = RunPaths.for_spec(spec, tmp_path / "state")
+    with pytest.raises(staging.StagingError) as caught:
+        staging.stage_dataset(spec, paths, progress=lambda _line: None)
+    assert caught.value.permanent is False, caught.value
+    spec = _spec(tmp_path, "  hub: {repo: org/none, file: x.tar}\n  data: d/data.yaml\n", "gone")
+    with pytest.raises(staging.StagingError) as caught:
+        staging.stage_dataset(spec, RunPaths.for_spec(spec, tmp_path / "state"), print)
+    assert caught.value.permanent is True, caught.value

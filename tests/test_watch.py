@@ -221,7 +221,8 @@ def test_install_hf_jobs_schedules_the_watcher_with_the_keys_as_secrets(
 ) -> None:
     from tests.hubscheduled import scheduled_jobs
 
-    env = {**env, "RUNPOD_API_KEY": "rp-key", "RUNSPEC_PIP": "runspec==0.0.test"}
+    ref = "runspec @ git+https://example.invalid/runspec@v0.0.test"
+    env = {**env, "RUNPOD_API_KEY": "rp-key", "RUNSPEC_INSTALL": ref}
     proc = subprocess.run(
         [sys.executable, "-m", "runspec", "watch", "--install", "hf-jobs", "myorg", "--json",
          "--notify", "ntfy://watch-topic"],
@@ -233,15 +234,37 @@ def test_install_hf_jobs_schedules_the_watcher_with_the_keys_as_secrets(
     assert job["schedule"] == "*/10 * * * *"
     spec = job["jobSpec"]
     assert spec["flavor"] == "cpu-basic"
+    # The keys and the notification URL (a webhook URL is a credential) as secrets only.
     assert spec["secrets"] == {
         "HF_TOKEN": env["HF_TOKEN"], "VAST_API_KEY": "vast-watcher-key", "RUNPOD_API_KEY": "rp-key",
+        "RUNSPEC_WATCH_NOTIFY": "ntfy://watch-topic",
     }  # fmt: skip
     assert "vast-watcher-key" not in json.dumps(spec.get("environment") or {})
     command = spec["command"]
-    assert command[-5:] == ["runspec", "watch", "--once", "myorg", "--notify=ntfy://watch-topic"]
-    assert "runspec==0.0.test" in command
+    assert command[-4:] == ["runspec", "watch", "--once", "myorg"]
+    assert "ntfy://watch-topic" not in json.dumps(command)
+    assert ref in command  # runspec from the direct reference, never `runspec` from PyPI
     said = json.loads(proc.stdout)
     assert said["flavor"] == "cpu-basic" and 0 < said["usd_per_day"] < 0.1
+
+
+def test_install_hf_jobs_refuses_to_install_runspec_by_its_pypi_name(
+    hub_server: HubServer, env: dict[str, str]
+) -> None:
+    """`runspec` on PyPI is another project's: the job would run it beside every key."""
+    from tests.hubscheduled import scheduled_jobs
+
+    for ref in (None, "runspec==0.1.0"):
+        run_env = {k: v for k, v in env.items() if k != "RUNSPEC_INSTALL"}
+        if ref is not None:
+            run_env["RUNSPEC_INSTALL"] = ref
+        proc = subprocess.run(
+            [sys.executable, "-m", "runspec", "watch", "--install", "hf-jobs", "myorg"],
+            env=run_env, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 2, proc.stderr
+        assert "direct reference" in proc.stderr, proc.stderr
+    assert scheduled_jobs(hub_server) == []
 
 
 def test_org_mode_watches_the_org_s_runspec_repos(

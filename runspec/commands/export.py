@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     """What `export` and `launch` share: how runspec is installed on the engine's machine."""
-    from runspec.engines.task import INSTALL_EXAMPLE, INSTALL_VARIABLE
+    from runspec.installref import INSTALL_EXAMPLE, INSTALL_VARIABLE
 
     parser.add_argument(
         "--install",
@@ -48,7 +48,8 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def plan_from(args: argparse.Namespace) -> JobPlan:
-    from runspec.engines.task import JobPlan, install_problem
+    from runspec.engines.task import JobPlan
+    from runspec.installref import install_problem
     from runspec.spec.loader import load_spec
     from runspec.units import parse_duration
 

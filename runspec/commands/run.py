@@ -153,7 +153,9 @@ def run(args: argparse.Namespace) -> Outcome:
 
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         # The off-box dead-man's switch: this run vouches for itself on the Hub while it lives.
-        renewer = renewer_for(spec, paths, RecordStore(state), say=progress)
+        renewer = renewer_for(
+            spec, paths, RecordStore(state), say=progress, owns_machine=engine is None
+        )
         if renewer is not None:
             renewer.start()
         try:

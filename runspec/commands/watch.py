@@ -9,11 +9,13 @@ Exit 0 when every repo was read and every needed end confirmed; 1 otherwise (fai
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 
 from runspec.commands import add_format, print_json
 from runspec.errors import Outcome, UsageError
+from runspec.watch import NOTIFY_VARIABLE
 
 
 def _duration(text: str) -> float:
@@ -38,8 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the provider cannot stop (Lambda, Hetzner): destroy a box holding "
         "unverified weights this long after it should have ended (default: never)",
     )  # fmt: skip
-    parser.add_argument("--notify", action="append", default=[], metavar="URL",
-                        help="an apprise URL for what needs a person (repeatable)")  # fmt: skip
+    parser.add_argument(
+        "--notify", action="append", default=os.environ.get(NOTIFY_VARIABLE, "").split(),
+        metavar="URL", help=f"an apprise URL for what needs a person (repeatable; default "
+        f"${NOTIFY_VARIABLE}, space-separated: how the scheduled job gets them)",
+    )  # fmt: skip
     parser.add_argument(
         "--install",
         choices=("hf-jobs",),

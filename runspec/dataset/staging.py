@@ -21,6 +21,7 @@ from runspec.clock import human_duration
 from runspec.dataset import safetar, streamtar
 from runspec.dataset.datayaml import allows_download, check_data_yaml
 from runspec.errors import RunspecError
+from runspec.hubreach import endpoint_set
 from runspec.meter import Meter, rate_text
 from runspec.secrets.redact import scrub
 from runspec.secrets.secretenv import child_environ
@@ -35,10 +36,11 @@ _COMPLETE = ".runspec-complete"
 
 class StagingError(RunspecError):
     """The dataset could not be staged; the message says what to fix. `permanent`: no retry
-    on this or a fresh machine can mend it (a missing repo or file, a bad tar), only a fixed
-    spec or dataset; a Hub that could not be reached is not."""
+    on this or a fresh machine can mend it (a missing repo, revision or file, a tar without
+    the spec's data.yaml), only a fixed spec or dataset; said where it is raised, never
+    assumed (a Hub out of reach, a generator that failed, a path this machine lacks are not)."""
 
-    def __init__(self, message: str, *, permanent: bool = True) -> None:
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
         super().__init__(message)
         self.permanent = permanent
 
@@ -65,7 +67,9 @@ def _stage(spec: Spec, paths: RunPaths, progress: Callable[[str], None]) -> Path
     if dataset.synthetic is not None:
         return _stage_synthetic(dataset.synthetic, root, progress)
     if dataset.hub is None or dataset.data is None:
-        raise StagingError("the spec names no dataset (one of dataset.hub, path, synthetic)")
+        raise StagingError(
+            "the spec names no dataset (one of dataset.hub, path, synthetic)", permanent=True
+        )
 
     def meter(what: str, total: int) -> Meter:
         # `runspec status` shows the transfer under way from the job folder's transfer.json.
@@ -97,7 +101,8 @@ def _stage(spec: Spec, paths: RunPaths, progress: Callable[[str], None]) -> Path
     if not data.is_file():
         raise StagingError(
             f"dataset.data {dataset.data!r} is not in the extracted tar (looked for {data}; "
-            f"the tar holds {', '.join(result.entries) or 'nothing'}); fix dataset.data"
+            f"the tar holds {', '.join(result.entries) or 'nothing'}); fix dataset.data",
+            permanent=True,
         )
     return data
 
@@ -173,7 +178,7 @@ def announced_blob(hub: HubDataset, hf_home: Path) -> streamtar.Blob | None:
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
     from huggingface_hub.file_download import repo_folder_name
 
-    endpoint = os.environ.get("HF_ENDPOINT") or None
+    endpoint = endpoint_set()
     url = hf_hub_url(
         hub.repo, hub.file, repo_type="dataset", revision=hub.revision, endpoint=endpoint
     )
@@ -222,35 +227,36 @@ def download_tar(
             repo_type="dataset",
             revision=hub.revision,
             cache_dir=hub_cache_dir(hf_home),
-            endpoint=os.environ.get("HF_ENDPOINT") or None,
+            endpoint=endpoint_set(),
             token=os.environ.get("HF_TOKEN") or None,
             tqdm_class=_metered_tqdm(f"downloading {hub.file}", make, used),
         )
     except GatedRepoError as exc:
         raise StagingError(
-            f"dataset repo {hub.repo} is gated; accept its terms on the Hub"
+            f"dataset repo {hub.repo} is gated; accept its terms on the Hub", permanent=True
         ) from exc
     except RepositoryNotFoundError as exc:
         raise StagingError(
             f"dataset repo {hub.repo} not found or not readable; check the name, and for a "
-            "private repo give the daemon HF_TOKEN"
+            "private repo give the daemon HF_TOKEN",
+            permanent=True,
         ) from exc
     except RevisionNotFoundError as exc:
-        raise StagingError(f"revision {hub.revision!r} not found in {hub.repo}") from exc
+        raise StagingError(
+            f"revision {hub.revision!r} not found in {hub.repo}", permanent=True
+        ) from exc
     except EntryNotFoundError as exc:
         raise StagingError(
-            f"{hub.file} is not in dataset repo {hub.repo}; fix dataset.hub.file"
+            f"{hub.file} is not in dataset repo {hub.repo}; fix dataset.hub.file", permanent=True
         ) from exc
     # A Hub or proxy that echoes the request puts the token in its answer, and so in these
     # messages, which reach the run's record and the terminal.
     except LocalEntryNotFoundError as exc:
-        raise StagingError(
-            f"could not reach the Hub to fetch {where}: {scrub(str(exc))}", permanent=False
-        ) from exc
+        raise StagingError(f"could not reach the Hub to fetch {where}: {scrub(str(exc))}") from exc
     except HfHubHTTPError as exc:
-        raise StagingError(f"the Hub refused {where}: {scrub(str(exc))}", permanent=False) from exc
+        raise StagingError(f"the Hub refused {where}: {scrub(str(exc))}") from exc
     except OSError as exc:
-        raise StagingError(f"could not fetch {where}: {scrub(str(exc))}", permanent=False) from exc
+        raise StagingError(f"could not fetch {where}: {scrub(str(exc))}") from exc
     path = Path(str(local))
     took = time.monotonic() - started
     size = path.stat().st_size

@@ -10,24 +10,16 @@ travels in the file: each engine reads it from its own secrets.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import yaml
 
-from runspec import __version__
 from runspec.errors import Outcome, RunspecError
 from runspec.spec.model import Spec
 
 SPEC_VARIABLE = "RUNSPEC_SPEC_YAML"
 SPEC_FILE = "runspec-spec.yaml"  # in the job's working folder, on the engine's machine
 TOKEN_VARIABLE = "HF_TOKEN"
-# Where the engine's machine gets runspec from: a direct reference only. The name runspec on
-# PyPI belongs to another project; `pip install runspec` there would run a stranger's code
-# beside the Hub token.
-INSTALL_VARIABLE = "RUNSPEC_INSTALL"
-INSTALL_EXAMPLE = f"runspec[train] @ git+https://github.com/ORG/runspec@v{__version__}"
-_DIRECT = re.compile(r"^(?:[A-Za-z0-9._-]+(?:\[[A-Za-z0-9_,-]+\])?\s*@\s*)?(?:git\+)?https://\S+$")
 # Room for the install before `runspec run` starts its budget: an engine's time cap counts
 # from the job's start, and must never cut a run before its own wall_clock is spent.
 DEFAULT_SETUP = 15 * 60.0
@@ -77,22 +69,6 @@ class JobPlan:
             f"printf '%s' \"${SPEC_VARIABLE}\" > {SPEC_FILE}",
             f"exec runspec run {SPEC_FILE}",
         ]
-
-
-def install_problem(requirement: str | None) -> str | None:
-    """Why the requirement cannot install runspec on the engine's machine; None when it can."""
-    if not requirement:
-        return (
-            f"say where the engine's machine gets runspec: --install (or {INSTALL_VARIABLE}) "
-            f"with a direct reference, e.g. {INSTALL_EXAMPLE!r}"
-        )
-    if not _DIRECT.match(requirement):
-        return (
-            f"--install {requirement!r} is not a direct reference (an https or git+https URL): "
-            "the name runspec on PyPI is another project's; use e.g. "
-            f"{INSTALL_EXAMPLE!r}"
-        )
-    return None
 
 
 def shell_word(text: str) -> str:

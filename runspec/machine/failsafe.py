@@ -18,6 +18,7 @@ goes to the run's own `failsafe.json`, never into its record, which only its own
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -293,6 +294,10 @@ def fire(
         progress(f"failsafe: {name}: cannot read the run's spec, nothing applied: {exc}")
         _note_fired(paths, clock, {"applied": False, "why": f"spec unreadable: {exc}"})
         return 1
+    # The failsafe is the last one asking: past the deadline plus overrun it keeps asking the
+    # provider for the whole end window, not the shorter floor an end on the box gets.
+    base = host or FinishHost()
+    host = dataclasses.replace(base, least_window=max(base.least_window, base.end_window))
     endgame = Endgame(layout, clock=clock, dry_run=dry_run, host=host, say=progress)
     outcome = endgame.failsafe(name, spec.finish, spec.budget.hourly_cost)
     result = outcome.result.to_json() if outcome.result is not None else None

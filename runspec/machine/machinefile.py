@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from runspec.clock import Clock, utc_iso
 from runspec.spec.model import FinishSpec
 from runspec.store.atomic import write_json_atomic
 from runspec.store.paths import StateLayout
+from runspec.store.room import is_unwritable
 
 log = logging.getLogger("runspec.machine.endgame")
 
@@ -55,7 +57,15 @@ class Pending:
         return cls(**values)
 
 
+# The pending end a read-only state folder refused, by machine file: this process goes on from
+# it (an arm, then its enter, each of a new Endgame) and writes it once the folder takes it.
+# No other writer can exist while the folder is read-only.
+_UNSAVED: dict[Path, Pending | None] = {}
+
+
 def load_pending(layout: StateLayout) -> Pending | None:
+    if layout.machine_file in _UNSAVED:
+        return _UNSAVED[layout.machine_file]
     try:
         data = json.loads(layout.machine_file.read_text())
     except FileNotFoundError:
@@ -88,5 +98,11 @@ def save_pending(layout: StateLayout, pending: Pending | None, event: str, clock
         "pending": pending.to_json() if pending is not None else None,
         "history": history[-HISTORY_MAX:],
     }
-    write_json_atomic(layout.machine_file, data)
+    try:
+        write_json_atomic(layout.machine_file, data)
+    except OSError as exc:
+        if is_unwritable(exc):
+            _UNSAVED[layout.machine_file] = pending
+        raise
+    _UNSAVED.pop(layout.machine_file, None)
     log.info("machine: %s", event)

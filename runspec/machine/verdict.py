@@ -211,7 +211,7 @@ def machine_verdict(
             unsafe.append(
                 f"run {record.name}'s record was rebuilt after it was damaged "
                 f"({record.rebuilt.get('reason', '?')}): the machine is not destroyed until it "
-                f"is looked at (`runspec rm {record.name}`)"
+                f"is looked at (`{command(f'rm {record.name}', layout.state)}`)"
             )
     unsafe.extend(unsafe_retired(layout))
     if unsafe:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from runspec.checkresult import CheckResult, failed, passed, warned
 from runspec.dataset import safetar
+from runspec.hubreach import endpoint_set
 from runspec.preflight.datafound import dataset_missing
 from runspec.push.targets import kind_of
 from runspec.spec import modelnames as models
@@ -95,7 +96,7 @@ def dataset_bytes(spec: Spec, data_root: Path) -> tuple[int, CheckResult | None]
         return 0, None
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
 
-    endpoint = os.environ.get("HF_ENDPOINT") or None
+    endpoint = endpoint_set()
     url = hf_hub_url(
         hub.repo, hub.file, repo_type="dataset", revision=hub.revision, endpoint=endpoint
     )

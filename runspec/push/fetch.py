@@ -14,10 +14,12 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runspec.hubreach import endpoint_set
 from runspec.push.base import PushFailed, one_line
 from runspec.push.dirtarget import DirTarget
 from runspec.push.hubrecord import RECORD
@@ -63,7 +65,7 @@ class Source:
         from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
         try:
-            info = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None).repo_info(self.hub)
+            info = HfApi(endpoint=endpoint_set()).repo_info(self.hub)
         except (RepositoryNotFoundError, RevisionNotFoundError):
             return False
         except Exception as exc:  # the network's or the Hub's: nothing can be known
@@ -134,24 +136,33 @@ class _HubChunks:
     def __init__(self, repo: str, relpath: str, commit: str | None) -> None:
         from huggingface_hub import hf_hub_url
 
-        endpoint = os.environ.get("HF_ENDPOINT") or None
+        endpoint = endpoint_set()
         self.url = hf_hub_url(repo, relpath, revision=commit, endpoint=endpoint)
 
     def __enter__(self) -> Any:
         from huggingface_hub.utils import build_hf_headers, get_session
 
         headers = {**build_hf_headers(), "Accept-Encoding": "identity"}
-        self.stream = get_session().stream(
-            "GET", self.url, headers=headers, follow_redirects=True, timeout=60.0
-        )
-        resp = self.stream.__enter__()
+        try:
+            self.stream = get_session().stream(
+                "GET", self.url, headers=headers, follow_redirects=True, timeout=60.0
+            )
+            resp = self.stream.__enter__()
+        except Exception as exc:  # the client's network errors are not OSError
+            raise PushFailed(f"reading {self.url}: {one_line(exc)}") from exc
         if resp.status_code == 404:
             self.stream.__exit__(None, None, None)
             raise FileNotFoundError(self.url)
         if resp.status_code != 200:
             self.stream.__exit__(None, None, None)
             raise PushFailed(f"reading {self.url} got HTTP {resp.status_code}")
-        return resp.iter_raw()
+        return self._chunks(resp)
+
+    def _chunks(self, resp: Any) -> Iterator[bytes]:
+        try:
+            yield from resp.iter_raw()
+        except Exception as exc:  # a connection cut half-way through the body
+            raise PushFailed(f"reading {self.url}: {one_line(exc)}") from exc
 
     def __exit__(self, *exc: object) -> None:
         self.stream.__exit__(None, None, None)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from runspec.errors import RunspecError
+from runspec.hubreach import endpoint_set
 from runspec.push.base import PushFailed, one_line
 from runspec.push.fetch import Source
 from runspec.push.remote import LEASE, RECORD
@@ -73,7 +74,7 @@ def fleet(org: str, now: float, cache: Path | None = None) -> list[dict[str, Any
     """One row per run repo of `org`."""
     from huggingface_hub import HfApi
 
-    api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None)
+    api = HfApi(endpoint=endpoint_set())
     try:
         models = list(api.list_models(author=org, filter=TAG, expand=["sha", "lastModified"]))
     except Exception as exc:  # the network's or the Hub's: said in one line

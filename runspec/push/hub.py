@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from runspec.checkresult import CheckResult, failed, passed
-from runspec.hubreach import UNREACHABLE_FIX, unreachable
+from runspec.hubreach import UNREACHABLE_FIX, endpoint_set, unreachable
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
 from runspec.push.manifest import ManifestEntry
 from runspec.push.owner_check import MAX_BYTES, REUSE_FIX, held_elsewhere
@@ -39,10 +39,6 @@ READ_TIMEOUT_S = 60.0  # a read-back that stalls this long is a failed read-back
 for _name in ("httpcore", "httpcore2"):
     if logging.getLogger(_name).level < logging.INFO:
         logging.getLogger(_name).setLevel(logging.INFO)
-
-
-def _endpoint() -> str | None:
-    return os.environ.get("HF_ENDPOINT") or None
 
 
 def _token() -> str | None:
@@ -86,7 +82,7 @@ class HubTarget(PushTarget):
                 "give the daemon HF_TOKEN (a write token) in its EnvironmentFile, or "
                 "`hf auth login`",
             )
-        api = HfApi(endpoint=_endpoint(), token=token)
+        api = HfApi(endpoint=endpoint_set(), token=token)
         try:
             who: dict[str, Any] | None = api.whoami()
         except HfHubHTTPError as exc:
@@ -123,7 +119,7 @@ class HubTarget(PushTarget):
     def _api(self) -> HfApi:
         from huggingface_hub import HfApi
 
-        return HfApi(endpoint=_endpoint())
+        return HfApi(endpoint=endpoint_set())
 
     def _ensure_repo(self, api: HfApi) -> None:
         """Create the repo (private unless the spec says otherwise) when it is missing.
@@ -186,7 +182,7 @@ class HubTarget(PushTarget):
         problems = []
         session = get_session()
         for entry in entries:
-            url = hf_hub_url(self.repo, entry.path, revision=commit, endpoint=_endpoint())
+            url = hf_hub_url(self.repo, entry.path, revision=commit, endpoint=endpoint_set())
             digest, size = hashlib.sha256(), 0
             try:
                 # identity: the bytes as stored, so iter_raw (no re-chunking: twice as fast as
@@ -233,7 +229,7 @@ def _small_file(repo: str, path: str) -> bytes | None:
     from huggingface_hub import hf_hub_url
     from huggingface_hub.utils import build_hf_headers, get_session
 
-    url = hf_hub_url(repo, path, endpoint=_endpoint())
+    url = hf_hub_url(repo, path, endpoint=endpoint_set())
     data = bytearray()
     try:
         with get_session().stream(

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from runspec.push.base import PushTarget, StagedFile
+from runspec.push.base import PushTarget, StagedFile, one_line
 from runspec.push.card import model_card
 from runspec.push.cardpush import push_card
 from runspec.push.collect import Stager, is_checkpoint
@@ -26,6 +26,7 @@ from runspec.spec.model import Spec
 from runspec.store.atomic import write_text
 from runspec.store.paths import RunPaths
 from runspec.store.state import RunRecord
+from runspec.voice import warning
 
 _EPOCH_FILE = re.compile(r"^weights/epoch_(\d+)\.pt$")
 # A first card is a few kilobytes: it gets what a final card gets when the budget is short.
@@ -73,6 +74,10 @@ def push_first_card(
 
     usd = record.cost.get("usd")
     cost = float(usd) if isinstance(usd, int | float) else None
-    paths.report_dir.mkdir(parents=True, exist_ok=True)
-    write_text(paths.model_card, model_card(spec, paths, record, cost, False, []))
+    try:
+        paths.report_dir.mkdir(parents=True, exist_ok=True)
+        write_text(paths.model_card, model_card(spec, paths, record, cost, False, []))
+    except OSError as exc:  # a full or read-only disk: the verified push it follows stands
+        say(warning(f"no first model card: {one_line(exc)}; the final push brings one"))
+        return False
     return push_card(target, paths, say, FIRST_CARD_TIME_S)

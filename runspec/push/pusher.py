@@ -33,7 +33,7 @@ from runspec.push.hubrecord import push_first_card, stage_record
 from runspec.push.lost import forget_lost
 from runspec.push.manifest import Manifest, ManifestEntry
 from runspec.push.pushline import pushed_line
-from runspec.push.remote import MANIFEST
+from runspec.push.remote import MANIFEST, RECORD
 from runspec.push.sending import send
 from runspec.push.targets import make_target
 from runspec.requests import PushNow
@@ -380,7 +380,7 @@ class Pusher:
             epoch=manifest.epoch,
             time=manifest.time,
             commit=commit,
-            files=sorted([*manifest.by_path(), MANIFEST]),
+            files=sorted([*manifest.by_path(), MANIFEST, RECORD]),  # every push holds both
             bytes=nbytes,
             seconds=round(seconds, 3),
             final=manifest.final,

@@ -170,7 +170,7 @@ class Lifecycle:
             try:
                 steps[status]()
             except Exception as exc:
-                if is_stuck(exc):  # a full disk, a read-only state folder
+                if is_stuck(exc, self.paths.state):  # a full disk, a read-only state folder
                     self._wait_for_space(status, exc)
                     continue  # the same phase again: a state, not a failure
                 # A bug must not strand the run: its weights still get pushed and the

@@ -28,7 +28,7 @@ from runspec.clock import SYSTEM, Clock, human_duration, parse_utc_iso, utc_iso
 from runspec.errors import UsageError
 from runspec.printable import printable
 from runspec.push.base import PushFailed
-from runspec.push.fetch import Source, read_pushed
+from runspec.push.fetch import Pushed, Source, read_pushed
 from runspec.push.hubrecord import newest_checkpoint
 from runspec.push.manifest import Manifest
 from runspec.run.accept import accept
@@ -70,8 +70,10 @@ def resume_run(
     clock: Clock = SYSTEM,
     runs: Path | None = None,
     data: Path | None = None,
+    pushed: Pushed | None = None,
 ) -> Resumed:
-    """Reopen the run named by `spec` (the caller holds its lock); raises CannotResume."""
+    """Reopen the run named by `spec` (the caller holds its lock); raises CannotResume.
+    `pushed`: what its target holds, when the caller has read it already."""
 
     store = RecordStore(state.absolute(), clock)
     rm = command(f"rm {spec.name}", state)
@@ -79,15 +81,18 @@ def resume_run(
         record = store.load(spec.name)
     except DamagedRecord as exc:
         raise CannotResume(f"{exc}: `{rm}` it first") from exc
+    # The commit the pushed manifest (here: pushed.json) was verified at, to fetch at it.
     if record is None:
-        record, source = _from_target(spec, state, via, clock, runs, data)
+        record, pushed = _from_target(spec, state, via, clock, runs, data, pushed)
+        source, commit = pushed.where, pushed.commit
     else:
         source = "this disk"
+        commit = record.last_push.commit if record.last_push is not None else None
         _refuse_unresumable(spec, record, state)
     paths = RunPaths.load(state.absolute(), spec.name)
     checkpoint = newest_intact_checkpoint(paths.run_dir)
     if checkpoint is None and spec.push is not None:
-        checkpoint = _checkpoint_from_target(spec, paths)
+        checkpoint = _checkpoint_from_target(spec, paths, commit)
         source = source if checkpoint is None or source != "this disk" else "its push target"
     if checkpoint is None and record.status is RunStatus.FINISHED:
         raise CannotResume(
@@ -116,8 +121,14 @@ def _refuse_unresumable(spec: Spec, record: RunRecord, state: Path) -> None:
 
 
 def _from_target(
-    spec: Spec, state: Path, via: str, clock: Clock, runs: Path | None, data: Path | None
-) -> tuple[RunRecord, str]:
+    spec: Spec,
+    state: Path,
+    via: str,
+    clock: Clock,
+    runs: Path | None,
+    data: Path | None,
+    pushed: Pushed | None,
+) -> tuple[RunRecord, Pushed]:
     """A fresh disk: the run as its target holds it, accepted here."""
 
     if spec.push is None:
@@ -126,7 +137,7 @@ def _from_target(
         )
     paths = RunPaths.decide(spec, state.absolute(), runs=runs, data=data)
     try:
-        pushed = read_pushed(spec, paths)
+        pushed = pushed or read_pushed(spec, paths)
     except PushFailed as exc:
         raise CannotResume(f"cannot resume {spec.name!r} from its push target: {exc}") from exc
     if pushed.record is None or pushed.manifest is None:
@@ -156,11 +167,12 @@ def _from_target(
     paths = RunPaths.load(state.absolute(), spec.name)
     pushed.manifest.write(paths.pushed_manifest)  # its pushed history: nothing sent twice
     RecordStore(state.absolute(), clock).save(record)
-    return record, pushed.where
+    return record, pushed
 
 
-def _checkpoint_from_target(spec: Spec, paths: RunPaths) -> Path | None:
-    """The newest verified checkpoint, downloaded into the run folder and checked."""
+def _checkpoint_from_target(spec: Spec, paths: RunPaths, commit: str | None) -> Path | None:
+    """The newest verified checkpoint, downloaded into the run folder and checked; at the
+    commit its push was verified at when known (a later push may have changed last.pt)."""
 
     manifest = Manifest.load(paths.pushed_manifest)
     entry = newest_checkpoint(manifest.entries) if manifest is not None else None
@@ -168,7 +180,10 @@ def _checkpoint_from_target(spec: Spec, paths: RunPaths) -> Path | None:
         return None
     source = Source.of(spec, paths)
     try:
-        source.pin()
+        if commit is None or source.hub is None:
+            source.pin()
+        else:
+            source.commit = commit
         dest = paths.run_dir / entry.path
         source.download(entry, dest)
     except PushFailed as exc:
@@ -267,4 +282,5 @@ def resume_under_engine(spec: Spec, state: Path, engine: str) -> Resumed | None:
         return None  # nothing readable there: the first attempt's preflight says why
     if pushed.record is None:
         return None
-    return resume_run(spec, state, keep_budget=True, via=f"{engine} (a new attempt)")
+    via = f"{engine} (a new attempt)"
+    return resume_run(spec, state, keep_budget=True, via=via, pushed=pushed)

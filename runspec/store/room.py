@@ -41,9 +41,19 @@ def is_unwritable(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in UNWRITABLE
 
 
-def is_stuck(exc: BaseException) -> bool:
-    """A write that waiting can mend: a full disk, or a folder made read-only."""
-    return is_no_space(exc) or is_unwritable(exc)
+def is_stuck(exc: BaseException, state: Path) -> bool:
+    """A write that waiting can mend: a full disk, or the state folder made read-only. A
+    permission error elsewhere (a path the spec names, a folder the sandbox refuses) is a
+    failure to say, not a state to wait out forever."""
+    if is_no_space(exc):
+        return True
+    if not is_unwritable(exc):
+        return False
+    named = [getattr(exc, "filename", None), getattr(exc, "filename2", None)]
+    return any(
+        isinstance(n, str | Path) and Path(n).absolute().is_relative_to(state.absolute())
+        for n in named
+    )
 
 
 NOTE_SIZE = 4096  # bytes reserved for the disk note: written in place, it needs no new block

@@ -260,18 +260,22 @@ def run(job: TrainJob, job_file: Path | None = None) -> TrainerResult:
     try:
         device = resolve_device(job.device)
         pretrained = job.args.get("pretrained", True)
-        model = build_model(job, device, pretrained)
-        kwargs = train_kwargs(job, device, callback)
-        ddp_ranks = int(os.environ.get(CPU_DDP_ENV, "0") or 0)
         nodes = os.environ.get(multinode.NODES_ENV, "").strip()
         if nodes and job_file is not None:
+            # The ranks build their own models: this one, on the CPU, only fetches the weights
+            # once for them, and no spare copy sits on rank 0's GPU for the whole run.
+            build_model(job, "cpu", pretrained)
             multinode.torchrun_train(job_file, ctl, nodes)
             results = None
-        elif ddp_ranks > 1:
-            kwargs.update(device="cpu", sync_bn=False)
-            results = spawn_for_model(model, kwargs, ddp_ranks)
         else:
-            results = model.train(**kwargs)
+            model = build_model(job, device, pretrained)
+            kwargs = train_kwargs(job, device, callback)
+            ddp_ranks = int(os.environ.get(CPU_DDP_ENV, "0") or 0)
+            if ddp_ranks > 1:
+                kwargs.update(device="cpu", sync_bn=False)
+                results = spawn_for_model(model, kwargs, ddp_ranks)
+            else:
+                results = model.train(**kwargs)
     except BaseException as exc:
         marker = markers.newest_marker(ctl)
         epochs = marker.epoch if marker is not None else 0

@@ -13,7 +13,7 @@ from typing import Any
 from runspec.budget import eval_interval_of, last_epoch_in_budget
 from runspec.budgetfit import of_record
 from runspec.clock import parse_utc_iso
-from runspec.cost import run_cost
+from runspec.cost import settled_cost
 from runspec.errors import RunspecError
 from runspec.meter import read_snapshot
 from runspec.spec.loader import load_accepted
@@ -115,9 +115,9 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
     if record.started_at:
         end = parse_utc_iso(record.ended_at) if record.ended_at else now
         elapsed = max(end - parse_utc_iso(record.started_at), 0.0)
-    cost = record.cost.get("usd") if record.cost else None
-    if cost is None and record.started_at:
-        cost = run_cost(record, spec.budget.hourly_cost if spec else None, now).usd
+    cost = None
+    if record.started_at:  # the figure kept at the final push, the card's and the summary's
+        cost = settled_cost(record, spec.budget.hourly_cost if spec else None, now).usd
     push = record.last_push
     owner = run_holder(paths) if live else None
     orphan = nobody_drives(paths, state) if live and owner is None else None

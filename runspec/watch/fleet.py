@@ -11,9 +11,11 @@ import os
 from collections.abc import Callable, Sequence
 
 from runspec.alerts import Alerts, Message
+from runspec.hubreach import endpoint_set
+from runspec.push.base import one_line
 from runspec.voice import error, warning
 from runspec.watch.act import Seen, WatchOptions, watch_repo
-from runspec.watch.lease import LeaseError, _endpoint, _one_line
+from runspec.watch.lease import LeaseError
 
 TAG = "runspec"
 
@@ -23,7 +25,7 @@ def repos_of(targets: Sequence[str]) -> list[str]:
     from huggingface_hub import HfApi
 
     out: list[str] = []
-    api = HfApi(endpoint=_endpoint())
+    api = HfApi(endpoint=endpoint_set())
     for target in targets:
         if "/" in target:
             out.append(target)
@@ -31,7 +33,7 @@ def repos_of(targets: Sequence[str]) -> list[str]:
         try:
             out += [m.id for m in api.list_models(author=target, filter=TAG)]
         except Exception as exc:  # any client or network fault: the pass cannot see the org
-            raise LeaseError(f"cannot list {target}'s runspec repos: {_one_line(exc)}") from exc
+            raise LeaseError(f"cannot list {target}'s runspec repos: {one_line(exc)}") from exc
     return list(dict.fromkeys(out))
 
 

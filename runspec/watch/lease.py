@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from runspec.clock import parse_utc_iso
 from runspec.errors import RunspecError
+from runspec.hubreach import endpoint_set
+from runspec.push.base import one_line
 from runspec.push.remote import LEASE
 
 if TYPE_CHECKING:
@@ -117,10 +118,6 @@ class Lease:
         return parse_utc_iso(self.deadline) if self.deadline else None
 
 
-def _endpoint() -> str | None:
-    return os.environ.get("HF_ENDPOINT") or None
-
-
 def _status(exc: BaseException) -> int | None:
     response = getattr(exc, "response", None)
     return getattr(response, "status_code", None)
@@ -133,7 +130,7 @@ class HubLease:
         from huggingface_hub import HfApi
 
         self.repo = repo
-        self.api = api or HfApi(endpoint=_endpoint())
+        self.api = api or HfApi(endpoint=endpoint_set())
 
     def head(self) -> str | None:
         """The main branch's commit; None when the repo does not exist (yet)."""
@@ -144,7 +141,7 @@ class HubLease:
         except RepositoryNotFoundError:
             return None
         except Exception as exc:  # any client or network fault: unreadable, said so
-            raise LeaseError(f"cannot read {self.repo} on the Hub: {_one_line(exc)}") from exc
+            raise LeaseError(f"cannot read {self.repo} on the Hub: {one_line(exc)}") from exc
         return str(info.sha) if info.sha else None
 
     def read(self) -> tuple[str | None, Lease | None]:
@@ -165,7 +162,7 @@ class HubLease:
         from huggingface_hub import hf_hub_url
         from huggingface_hub.utils import build_hf_headers, get_session
 
-        url = hf_hub_url(self.repo, LEASE_PATH, revision=sha, endpoint=_endpoint())
+        url = hf_hub_url(self.repo, LEASE_PATH, revision=sha, endpoint=endpoint_set())
         data = bytearray()
         try:
             with get_session().stream(
@@ -183,7 +180,7 @@ class HubLease:
         except LeaseError:
             raise
         except Exception as exc:  # the network's fault: unreadable
-            raise LeaseError(f"cannot read {self.repo}'s lease: {_one_line(exc)}") from exc
+            raise LeaseError(f"cannot read {self.repo}'s lease: {one_line(exc)}") from exc
         return bytes(data)
 
     def write(self, lease: Lease, parent: str | None, message: str) -> str:
@@ -201,10 +198,5 @@ class HubLease:
         except Exception as exc:  # the lock's refusal is its own error; the rest unwritable
             if _status(exc) == 412:
                 raise LeaseMoved(f"{self.repo} moved since its lease was read") from exc
-            raise LeaseError(f"cannot write {self.repo}'s lease: {_one_line(exc)}") from exc
+            raise LeaseError(f"cannot write {self.repo}'s lease: {one_line(exc)}") from exc
         return str(info.oid)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text[:300] or type(exc).__name__

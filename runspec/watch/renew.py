@@ -31,6 +31,7 @@ from runspec.watch.lease import VOUCH_LEASES, HubLease, Lease, LeaseError
 log = logging.getLogger("runspec.watch")
 
 FINAL_WAIT_S = 15.0  # the longest the final state's write (and one under way) is waited for
+FINAL_TRIES = 3
 
 
 def newest_checkpoint(names: list[str]) -> str | None:
@@ -42,18 +43,25 @@ def newest_checkpoint(names: list[str]) -> str | None:
     return next((n for n in ("last.pt", "best.pt") if n in plain), None)
 
 
-def where_it_runs(spec: Spec) -> Provider | None:
-    """This box's provider adapter, as the finish would address it, once it identified the
-    instance; None when it cannot tell (the watcher then notifies instead of acting)."""
+Where = tuple[Provider | None, str | None, str | None, str | None]
+NOWHERE: Where = (None, None, None, None)
+
+
+def where_it_runs(spec: Spec) -> Where:
+    """This box's provider adapter as the finish would address it, with its name, instance
+    and (AWS) region; NOWHERE when it cannot tell (the watcher then notifies instead of
+    acting). Every provider call is inside: a metadata hiccup costs the lease its instance,
+    never the renewals."""
     from runspec.providers.detect import get_provider  # noqa: PLC0415 - a dozen modules, once
 
     try:
         provider, _how = get_provider(spec.finish.provider, timeout=5.0)
-        provider.identify()
+        instance = provider.identify()
+        region = provider.region() if isinstance(provider, AWS) else None
     except ProviderError as exc:
         log.info("the lease names no instance: %s", exc)
-        return None
-    return provider
+        return NOWHERE
+    return provider, provider.name, instance, region
 
 
 class LeaseRenewer:
@@ -65,8 +73,12 @@ class LeaseRenewer:
         *,
         clock: Clock = SYSTEM,
         say: Callable[[str], None] = print,
+        owns_machine: bool = True,
     ) -> None:
         assert spec.push is not None and spec.push.hub is not None and spec.watch.lease
+        # Under an engine (SkyPilot, dstack, HF Jobs) the machine is the engine's: the lease
+        # names no provider or instance (a watcher then only notifies) and arms no timer.
+        self.owns_machine = owns_machine
         self.spec = spec
         self.paths = paths
         self.store = store
@@ -95,12 +107,8 @@ class LeaseRenewer:
 
     def build(self, record: RunRecord) -> Lease:
         if self._where is None:
-            found = where_it_runs(self.spec)
-            self._where = (None, None, None)
-            if found is not None:
-                region = found.region() if isinstance(found, AWS) else None
-                self._where = (found.name, found.identify(), region)
-            self._provider = found
+            found = where_it_runs(self.spec) if self.owns_machine else NOWHERE
+            self._provider, self._where = found[0], found[1:]
         provider, instance, region = self._where
         self._arm_timer(record)
         now = self.clock.time()
@@ -167,10 +175,21 @@ class LeaseRenewer:
             return True
 
     def _final(self) -> None:
-        self.renew()
-        aws, timer = self._provider, self.timer
+        # The final state, tried again on a slow or refusing Hub: a lease left "training"
+        # expires, and a watcher would stop this box while it drives the next run.
+        for _ in range(FINAL_TRIES):
+            if self._renew_safely() or self.ended_by is not None:
+                break
+            self.clock.sleep(1.0)
+        timer = self.timer
         record = self.store.load(self.spec.name)
-        if not isinstance(aws, AWS) or timer is None or record is None or not record.ended_at:
+        if timer is None or record is None or not record.ended_at:
+            return
+        # A fresh adapter: the first one's metadata token and role credentials have expired
+        # since, and a timer left armed would stop a box kept on purpose.
+        aws = where_it_runs(self.spec)[0]
+        if not isinstance(aws, AWS):
+            self.say(warning(f"{self.spec.name}: the provider timer is still armed"))
             return
         try:  # the run ended: whatever its finish did, the box is no longer AWS's to stop
             disarm_timer(aws, str(timer["name"]))
@@ -200,7 +219,7 @@ class LeaseRenewer:
         """A renewal in a thread of its own, unless one is still under way."""
         if self._thread is not None and self._thread.is_alive():
             return
-        self._thread = threading.Thread(target=self.renew, name="lease", daemon=True)
+        self._thread = threading.Thread(target=self._renew_safely, name="lease", daemon=True)
         self._thread.start()
 
     # `runspec run`'s own renewals: a thread that renews every interval until stopped.
@@ -212,7 +231,16 @@ class LeaseRenewer:
         # The first renewal one lease in: before the first push there is no repo to renew in,
         # and the run's start (its preflight, its budget) is not shared with the Hub client.
         while not self._stop.wait(self.interval):
-            self.renew()
+            self._renew_safely()
+
+    def _renew_safely(self) -> bool:
+        """A renewal whose failure, whatever it is, costs that renewal only: a thread that
+        died here would let the lease expire and a watcher stop a healthy box."""
+        try:
+            return self.renew()
+        except Exception:
+            log.exception("%s: the lease was not renewed", self.spec.name)
+            return False
 
     def finish(self) -> None:
         """Stop renewing and write the final state, waiting a bounded time: a Hub that hangs
@@ -228,9 +256,9 @@ class LeaseRenewer:
 
 def renewer_for(
     spec: Spec, paths: RunPaths, store: RecordStore, *, clock: Clock = SYSTEM,
-    say: Callable[[str], None] = print,
+    say: Callable[[str], None] = print, owns_machine: bool = True,
 ) -> LeaseRenewer | None:  # fmt: skip
     """The run's renewer, or None when its spec has no lease (or the watcher is off here)."""
     if spec.watch.lease is None:
         return None
-    return LeaseRenewer(spec, paths, store, clock=clock, say=say)
+    return LeaseRenewer(spec, paths, store, clock=clock, say=say, owns_machine=owns_machine)
