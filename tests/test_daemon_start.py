@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -35,6 +37,46 @@ def test_daemon_never_imports_torch(make_daemon) -> None:  # type: ignore[no-unt
         for line in maps.splitlines()
         if "/" in line and len(Path(line.split()[-1]).parts) > 1
     }
+
+
+# What a run or the machine's end needs, and an idle daemon never loads: the idle RSS goal
+# (40 MB, bench/bench_daemon.py) holds because these wait for the first run.
+RUN_MACHINERY = (
+    "runspec.run.lifecycle",
+    "runspec.machine.endgame",
+    "runspec.push.pusher",
+    "runspec.dataset.staging",
+    "urllib.request",
+    "psutil",
+)
+
+
+def test_an_idle_daemon_loads_no_run_machinery(tmp_path: Path) -> None:
+    state, inbox = tmp_path / "state", tmp_path / "inbox"
+    state.mkdir(mode=0o700)
+    inbox.mkdir(mode=0o700)
+    config = tmp_path / "runspecd.yaml"
+    config.write_text("# the defaults\n")
+    argv = [
+        "daemon",
+        "--once",
+        "--state",
+        str(state),
+        "--inbox",
+        str(inbox),
+        "--config",
+        str(config),
+    ]
+    probe = (
+        "import sys\n"
+        "from runspec.cli import main\n"
+        f"code = main({argv!r})\n"
+        f"print(code, sorted(m for m in {RUN_MACHINERY!r} if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.stdout.strip().splitlines()[-1] == "0 []", (result.stdout, result.stderr)
 
 
 def test_world_writable_inbox_is_refused_with_the_fix(make_daemon, daemon_dirs) -> None:  # type: ignore[no-untyped-def]

@@ -13,6 +13,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from runspec.backoff import pause_after
 from runspec.clock import Clock, human_duration, parse_utc_iso
@@ -20,9 +21,7 @@ from runspec.daemon import queue as runqueue
 from runspec.daemon.config import DaemonConfig
 from runspec.daemon.worker import Worker
 from runspec.errors import RunspecError
-from runspec.machine.endgame import MACHINE, Endgame
-from runspec.run.lifecycle import Lifecycle, LifecycleOptions
-from runspec.run.rebuild import rebuild
+from runspec.machine.machinefile import load_pending
 from runspec.spec.loader import load_accepted
 from runspec.spec.model import FinishAction
 from runspec.store.hint import command
@@ -30,9 +29,16 @@ from runspec.store.owner import RunLock
 from runspec.store.paths import StateLayout
 from runspec.store.state import Damaged, RecordStore, RunRecord, RunStatus, Termination
 from runspec.timers import IDLE_FINISH_ID, LEASE_ID, Timers
-from runspec.views.report import summary_lines
 from runspec.voice import error, like, tagged
-from runspec.watch.renew import LeaseRenewer, renewer_for
+
+if TYPE_CHECKING:
+    from runspec.machine.endgame import Endgame
+    from runspec.run.lifecycle import Lifecycle
+    from runspec.watch.renew import LeaseRenewer
+
+# The run machinery (the lifecycle, the push, the endgame, the providers' HTTP) is imported
+# where a run starts or the machine ends, not with the daemon: an idle daemon holds about
+# 6 MB less (bench/bench_daemon.py), and the first run pays the import once.
 
 log = logging.getLogger("runspec.daemon")
 
@@ -111,6 +117,8 @@ class RunKeeper:
         for bad in damaged:
             if self.worker is not None and self.worker.name == bad.name:
                 continue  # its driver holds the record and saves it again
+            from runspec.run.rebuild import rebuild  # noqa: PLC0415 - the run machinery
+
             try:
                 record = rebuild(self.store, self.layout, bad)
             except RunspecError as exc:
@@ -174,6 +182,8 @@ class RunKeeper:
 
     def _renew_lease(self, lifecycle: Lifecycle) -> None:
         """The run's lease, renewed by a timed job of the loop (each renewal in a thread)."""
+        from runspec.watch.renew import renewer_for  # noqa: PLC0415 - the run machinery
+
         renewer = renewer_for(
             lifecycle.spec, lifecycle.paths, self.store, clock=self.clock,
             say=self._run_progress(lifecycle.spec.name),
@@ -197,6 +207,8 @@ class RunKeeper:
             self._lease_final.join(timeout)
 
     def _lifecycle(self, record: RunRecord, lock: RunLock) -> Lifecycle:
+        from runspec.run.lifecycle import Lifecycle, LifecycleOptions  # noqa: PLC0415 - as above
+
         paths = self.layout.run_paths(record.name)
         spec = load_accepted(paths.spec_file)
         options = LifecycleOptions(
@@ -225,6 +237,8 @@ class RunKeeper:
         except RunspecError as exc:
             self.progress(f"{record.name}: {record.status.value}; its spec is unreadable: {exc}")
             return
+        from runspec.views.report import summary_lines  # noqa: PLC0415 - the run machinery
+
         say = self._run_progress(record.name)
         for line in summary_lines(spec, paths, record, self.clock):
             say(line)  # one by one: each keeps its priority
@@ -302,6 +316,8 @@ class RunKeeper:
 
     # -- the machine's end -----------------------------------------------------------------
     def endgame(self, say: Callable[[str], None] | None = None) -> Endgame:
+        from runspec.machine.endgame import Endgame  # noqa: PLC0415 - the run machinery
+
         return Endgame(
             self.layout,
             clock=self.clock,
@@ -315,7 +331,7 @@ class RunKeeper:
         API must never hold up the loop's watchdog pings)."""
         if self._endgame_thread is not None and self._endgame_thread.is_alive():
             return
-        pending = self.endgame().load()
+        pending = load_pending(self.layout)
         if pending is None or pending.step == "applied":
             return
         self._endgame_thread = threading.Thread(
@@ -355,7 +371,7 @@ class RunKeeper:
         if not records or any(r.status is not RunStatus.FINISHED for r in records):
             return
         ends = [parse_utc_iso(r.ended_at) for r in records if r.ended_at]
-        if ends and (self.endgame().load() is None):
+        if ends and load_pending(self.layout) is None:
             self.arm_idle_finish(since=max(ends))
 
     def idle_finish(self) -> None:
@@ -366,6 +382,8 @@ class RunKeeper:
         self.progress(
             f"machine: idle for {idle}: applying the idle finish ({self.cfg.finish.action.value})"
         )
+        from runspec.machine.endgame import MACHINE  # noqa: PLC0415 - the run machinery
+
         self.endgame().arm(
             MACHINE,
             self.cfg.finish,

@@ -5,11 +5,14 @@ from __future__ import annotations
 import logging
 import subprocess
 import threading
+from typing import TYPE_CHECKING
 
-from runspec.requests import RunRequests
-from runspec.run.lifecycle import Lifecycle
 from runspec.store.owner import RunLock
-from runspec.store.state import RunRecord
+
+if TYPE_CHECKING:  # the lifecycle loads with the first run (daemon/runs.py)
+    from runspec.requests import RunRequests
+    from runspec.run.lifecycle import Lifecycle
+    from runspec.store.state import RunRecord
 
 log = logging.getLogger("runspec.daemon")
 

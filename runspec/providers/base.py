@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -115,6 +114,10 @@ class Http:
         if json_body is not None:
             body = json.dumps(json_body).encode()
             all_headers.setdefault("Content-Type", "application/json")
+        # urllib.request brings http.client, email and ssl: loaded with the first provider call,
+        # not with the daemon, which reads the registry at start (bench/bench_daemon.py).
+        import urllib.request  # noqa: PLC0415
+
         req = urllib.request.Request(url, data=body, headers=all_headers, method=method)
         where = f"{method} {self.redact(url)}"
         try:
