@@ -56,8 +56,18 @@ def _build(engine: str, folder: Path) -> None:
     shutil.rmtree(partial, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", str(partial)], check=True)
     requirement = f"{engine}=={VERSIONS[engine]}"
+    # --no-compile: pip would byte-compile every module of the engine (SkyPilot brings
+    # hundreds); the validator compiles the few it imports, once (dstack: 36.5 s against 58.1 s).
     subprocess.run(
-        [str(partial / "bin" / "python"), "-m", "pip", "install", "--quiet", requirement],
+        [
+            str(partial / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-compile",
+            requirement,
+        ],
         check=True,
         capture_output=True,
     )

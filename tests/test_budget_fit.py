@@ -150,12 +150,12 @@ def test_a_run_whose_budget_cannot_hold_its_epochs_is_given_the_fitted_schedule(
 ) -> None:
     spec = write_spec(
         "squeezed",
-        epochs=400,  # far more than three minutes hold on this CPU
+        epochs=400,  # far more than two minutes hold on this CPU
         # save_period: the disk check counts an epoch file per epoch of the 400, not the fit's
         train={"save_period": 400, "args": {"patience": 0, "no_aug_epochs": NO_AUG}},
         preflight={"profile": True},
         push={"dir": str(tmp_path / "volume")},
-        budget={"wall_clock": "3m", "reserve": "20s"},
+        budget={"wall_clock": "2m", "reserve": "20s"},
     )
     state = tmp_path / "state"
     code, out = finish_run(start_run(spec, state), timeout=400)

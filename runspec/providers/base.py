@@ -116,12 +116,12 @@ class Http:
             all_headers.setdefault("Content-Type", "application/json")
         # urllib.request brings http.client, email and ssl: loaded with the first provider call,
         # not with the daemon, which reads the registry at start (bench/bench_daemon.py).
-        import urllib.request  # noqa: PLC0415
+        from urllib.request import Request, urlopen  # noqa: PLC0415
 
-        req = urllib.request.Request(url, data=body, headers=all_headers, method=method)
+        req = Request(url, data=body, headers=all_headers, method=method)
         where = f"{method} {self.redact(url)}"
         try:
-            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
+            with urlopen(req, timeout=timeout or self.timeout) as resp:
                 response = Response(resp.status, resp.read())
         except urllib.error.HTTPError as exc:
             after = retry_after(exc.headers.get("Retry-After") if exc.headers else None)

@@ -62,7 +62,7 @@ def test_a_run_trains_pushes_and_its_finish_powers_the_container_off(
     spec = (
         "runspec: 1\nname: sysrun\n"
         "dataset:\n  synthetic: {train: 8, val: 4, imgsz: 64, classes: 3, seed: 0}\n"
-        "train:\n  model: yolo9-t\n  epochs: 18\n  batch: 4\n  imgsz: 64\n  device: cpu\n"
+        "train:\n  model: yolo9-t\n  epochs: 18\n  batch: 4\n  imgsz: 32\n  device: cpu\n"
         "  save_period: 10\n  args: {pretrained: false, workers: 0, eval_interval: 1}\n"
         "push:\n  dir: pushed\n  every: 1m\n"
         "budget:\n  wall_clock: 15m\n"
