@@ -264,6 +264,7 @@ def test_a_killed_pair_resumes_on_fresh_machines_from_the_same_checkpoint_on_eve
     checkpoint, head = pushed["checkpoint"], hub_server.repo("tester/again").commits[-1][0]
     assert checkpoint is not None and checkpoint["epoch"] >= 2, pushed
     assert not _final_commits(hub_server, "tester/again")
+    one = record_of(tmp_path / "n0", "again")
 
     node0, node1 = start_pair("again", 6, _dstack, machines=("m0", "m1"))
     code0, out0 = finish_run(node0, timeout=500)
@@ -274,6 +275,7 @@ def test_a_killed_pair_resumes_on_fresh_machines_from_the_same_checkpoint_on_eve
     assert said0 is not None and said1 is not None, out0[:4000] + out1[:4000]
     assert said0.groups() == said1.groups() and head.startswith(said0[2]), (said0, said1, head)
     assert Path(checkpoint["path"]).name == said0[1]
+    # Node 0 kept the budget that was left: the first attempt's deadline.
     assert "the budget left is" in out0, out0[:4000]
     # Node 1's copy is the verified file, byte for byte (its rank writes no weights).
     copy = tmp_path / "m1" / "runs" / "again" / checkpoint["path"]
@@ -283,6 +285,9 @@ def test_a_killed_pair_resumes_on_fresh_machines_from_the_same_checkpoint_on_eve
     assert said_epochs and min(said_epochs) == checkpoint["epoch"] + 1, out0[-4000:]
     two = record_of(tmp_path / "m0", "again")
     assert two["termination"] == "completed" and two["epoch"] == 6 and two["resumes"] == 1, two
+    assert two["deadline"] == one["deadline"], (one["deadline"], two["deadline"])
+    console1 = (tmp_path / "m1" / "runs" / "again" / "console.log").read_text()
+    assert "--node_rank=1" in console1 and "runspec.trainer: completed" in console1
     # One final push, from node 0, and its weights are at the Hub.
     assert len(_final_commits(hub_server, "tester/again")) == 1
     verified = [f for f in two["last_push"]["files"] if f.startswith("weights/")]
@@ -328,5 +333,19 @@ def test_a_follower_of_a_task_marked_terminal_exits_2_without_training(
     assert code1 == 2, out1
     assert "failed for good and is not resumed" in out1 and "tester/gone not found" in out1, out1
     # Nothing staged, no trainer started.
+    assert not list((tmp_path / "n1").rglob("trainer.json")), out1
+    assert not (tmp_path / "n1" / "data").exists(), out1
+
+
+def test_a_follower_that_cannot_read_the_hub_asks_for_a_fresh_machine_without_training(
+    tmp_path: Path, write_spec: SpecWriter, hub_env: dict[str, str]
+) -> None:
+    """It cannot know whether node 0 resumes the task: it must not train it from the start."""
+    spec = write_spec("blind", resources={"nodes": 2}, push={"hub": {"repo": "tester/blind"}})
+    nowhere = {**hub_env, "HF_ENDPOINT": f"http://127.0.0.1:{_free_port()}"}
+    node1 = start_run(spec, tmp_path / "n1", {**nowhere, **_dstack(1, _free_port(), wait=5)})
+    code1, out1 = finish_run(node1, timeout=120)
+    assert code1 == 75, out1
+    assert "cannot read where the run stands" in out1 and "exit 75 (a fresh machine)" in out1
     assert not list((tmp_path / "n1").rglob("trainer.json")), out1
     assert not (tmp_path / "n1" / "data").exists(), out1

@@ -30,6 +30,7 @@ from types import FrameType
 from runspec.budgetfit import planned_epochs
 from runspec.dataset.staging import stage_dataset
 from runspec.errors import Outcome, RunspecError
+from runspec.printable import printable
 from runspec.push.base import PushFailed
 from runspec.push.fetch import read_pushed
 from runspec.run.resume import fetch_checkpoint, remote_record
@@ -66,7 +67,7 @@ def resume_point(spec: Spec, paths: RunPaths, asked: bool, say: Callable[[str], 
     if checkpoint is None:
         say(f"{pushed.where} holds no verified checkpoint yet: training from the start")
         return Start(None, epochs)
-    at = f", commit {pushed.commit[:7]}" if pushed.commit else ""
+    at = f", commit {printable(pushed.commit[:7])}" if pushed.commit else ""
     say(f"resuming from {checkpoint.name} ({pushed.where}){at}, as node 0 does")
     return Start(checkpoint, epochs)
 
