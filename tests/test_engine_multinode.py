@@ -304,16 +304,16 @@ def _trainer_pid(state: Path) -> int:
     return pid
 
 
-def _seed_terminal(hub_server: HubServer, spec_path: Path, reason: str) -> None:
-    """The Hub as an earlier attempt of the task left it when it failed for good after its
-    first push: its record with the terminal mark and its manifest, as a push writes them."""
+def _seed_record(hub_server: HubServer, spec_path: Path, terminal: str | None) -> None:
+    """The Hub as an earlier attempt of the task left it after a push of its run files alone:
+    its record (with a terminal mark, when it failed for good) and its manifest, no weights."""
     spec = load_spec(spec_path)
     assert spec.push is not None and spec.push.hub is not None
     record = RunRecord(
         name=spec.name,
         spec_sha256=spec.sha256,
         status=RunStatus.FINISHED,
-        terminal={"reason": reason, "at": "2026-12-01T12:00:00+00:00"},
+        terminal={"reason": terminal, "at": "2026-12-01T12:00:00+00:00"} if terminal else None,
     )
     manifest = Manifest(spec.name, None, "2026-12-01T12:00:01+00:00", True, ())
     text = json.dumps(record_json(record, manifest)).encode()
@@ -322,19 +322,34 @@ def _seed_terminal(hub_server: HubServer, spec_path: Path, reason: str) -> None:
     hub_server.put_file(spec.push.hub.repo, MANIFEST, text, repo_type="model")
 
 
-def test_a_follower_of_a_task_marked_terminal_exits_2_without_training(
-    tmp_path: Path, write_spec: SpecWriter, hub_server: HubServer, hub_env: dict[str, str]
+@pytest.mark.parametrize(
+    ("terminal", "said"),
+    [
+        ("staging: dataset tester/gone not found", "failed for good and is not resumed"),
+        (None, "nothing to resume: run 'doomed' has no intact checkpoint"),
+    ],
+)
+def test_a_follower_refuses_what_node_0_refuses_with_exit_2_without_training(
+    tmp_path: Path,
+    write_spec: SpecWriter,
+    hub_server: HubServer,
+    hub_env: dict[str, str],
+    terminal: str | None,
+    said: str,
 ) -> None:
+    """A task marked terminal, or one with no checkpoint to go on from: dstack retries on any
+    error, so every node of the retry must end at once, the followers too."""
     spec = write_spec("doomed", resources={"nodes": 2}, push={"hub": {"repo": "tester/doomed"}})
-    _seed_terminal(hub_server, spec, "staging: dataset tester/gone not found on the Hub")
-    # dstack retries on any error: the retry's followers must end at once too.
-    node1 = start_run(spec, tmp_path / "n1", {**hub_env, **_dstack(1, _free_port(), wait=5)})
-    code1, out1 = finish_run(node1, timeout=120)
-    assert code1 == 2, out1
-    assert "failed for good and is not resumed" in out1 and "tester/gone not found" in out1, out1
-    # Nothing staged, no trainer started.
-    assert not list((tmp_path / "n1").rglob("trainer.json")), out1
-    assert not (tmp_path / "n1" / "data").exists(), out1
+    _seed_record(hub_server, spec, terminal)
+    port = _free_port()
+    for rank in (1, 0):
+        node = start_run(spec, tmp_path / f"n{rank}", {**hub_env, **_dstack(rank, port, wait=5)})
+        code, out = finish_run(node, timeout=120)
+        assert code == 2, out
+        assert said in out and (terminal or "") in out, out
+        # Nothing staged, no trainer started.
+        assert not list((tmp_path / f"n{rank}").rglob("trainer.json")), out
+        assert not (tmp_path / f"n{rank}" / "data").exists(), out
 
 
 def test_a_follower_that_cannot_read_the_hub_asks_for_a_fresh_machine_without_training(

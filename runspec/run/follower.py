@@ -33,7 +33,7 @@ from runspec.errors import Outcome, RunspecError
 from runspec.printable import printable
 from runspec.push.base import PushFailed
 from runspec.push.fetch import read_pushed
-from runspec.run.resume import fetch_checkpoint, remote_record
+from runspec.run.resume import fetch_checkpoint, no_checkpoint, remote_record
 from runspec.spec.model import Spec
 from runspec.store.paths import RunPaths
 from runspec.trainer.control import TrainerOutcome, TrainJob
@@ -65,8 +65,7 @@ def resume_point(spec: Spec, paths: RunPaths, asked: bool, say: Callable[[str], 
     epochs = planned_epochs(spec, remote)  # node 0 keeps the schedule its record holds
     checkpoint = fetch_checkpoint(spec, paths, pushed.manifest, pushed.commit)
     if checkpoint is None:
-        say(f"{pushed.where} holds no verified checkpoint yet: training from the start")
-        return Start(None, epochs)
+        raise no_checkpoint(spec, paths.state)  # as node 0 refuses it: every node exits 2
     at = f", commit {printable(pushed.commit[:7])}" if pushed.commit else ""
     say(f"resuming from {checkpoint.name} ({pushed.where}){at}, as node 0 does")
     return Start(checkpoint, epochs)

@@ -10,6 +10,8 @@ On a fresh disk (a new state folder and run folder: another machine, an engine's
 run is read from its push target: the record there must name this run and this spec; the
 newest checkpoint its manifest lists is downloaded and checked against the manifest's sha256;
 the manifest becomes the run's verified push history, and the record its history and budget.
+The other nodes of a run across nodes read the same record and fetch the same checkpoint
+through `remote_record` and `fetch_checkpoint` (runspec.run.follower), writing nothing here.
 
 The budget: a person's explicit `--resume` gets the spec's wall clock again (said in one line).
 `keep_budget` (an engine's retry, `--keep-budget`) keeps what is left of the budget counted from
@@ -99,12 +101,19 @@ def resume_run(
         source = source if checkpoint is None or source != "this disk" else "its push target"
         fetched_at = commit if checkpoint is not None else None
     if checkpoint is None and record.status is RunStatus.FINISHED:
-        raise CannotResume(
-            f"nothing to resume: run {spec.name!r} has no intact checkpoint on this disk nor at "
-            f"its push target; run it again under another name (or `{rm}`)"
-        )
+        raise no_checkpoint(spec, state)
     line = _reopen(spec, paths, record, store, keep_budget, clock, source)
     return Resumed(record, checkpoint, source, line, fetched_at)
+
+
+def no_checkpoint(spec: Spec, state: Path) -> CannotResume:
+    """An ended run with no checkpoint to go on from, here nor at its target (every node of a
+    run across nodes refuses it alike)."""
+    rm = command(f"rm {spec.name}", state)
+    return CannotResume(
+        f"nothing to resume: run {spec.name!r} has no intact checkpoint on this disk nor at "
+        f"its push target; run it again under another name (or `{rm}`)"
+    )
 
 
 def _refuse_unresumable(spec: Spec, record: RunRecord, state: Path) -> None:
