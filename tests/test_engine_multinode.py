@@ -259,7 +259,7 @@ def test_a_killed_pair_resumes_on_fresh_machines_from_the_same_checkpoint_on_eve
     trainers = [_trainer_pid(tmp_path / "n0"), _trainer_pid(tmp_path / "n1")]
     _kill_tree(node0)
     _kill_tree(node1)
-    assert not [pid for pid in trainers if psutil.pid_exists(pid)]
+    assert not [pid for pid in trainers if _alive(pid)], trainers
     pushed = _pushed_record(hub_server, "tester/again")
     checkpoint, head = pushed["checkpoint"], hub_server.repo("tester/again").commits[-1][0]
     assert checkpoint is not None and checkpoint["epoch"] >= 2, pushed
@@ -295,6 +295,13 @@ def test_a_killed_pair_resumes_on_fresh_machines_from_the_same_checkpoint_on_eve
     assert set(verified) <= set(hub_server.files("tester/again"))
     assert _pushed_record(hub_server, "tester/again")["termination"] == "completed"
     assert not (tmp_path / "m1" / "jobs" / "again" / "record.json").exists()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _trainer_pid(state: Path) -> int:
