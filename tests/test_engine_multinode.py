@@ -9,17 +9,25 @@ stand-in Hub.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import re
 import signal
 import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
+from runspec.push.hubrecord import record_json
+from runspec.push.manifest import Manifest
+from runspec.push.remote import MANIFEST, RECORD
+from runspec.spec.loader import load_spec
+from runspec.store.state import RunRecord, RunStatus
 from tests.fixtures_run import RUNSPEC, SpecWriter, finish_run, record_of, start_run, wait_record
 from tests.hubserver import HubServer
 
@@ -67,14 +75,18 @@ def start_pair(tmp_path: Path, write_spec: SpecWriter, hub_env: dict[str, str]) 
     started: list[subprocess.Popen[str]] = []
 
     def start(
-        name: str, epochs: int, engine: Callable[[int, int], dict[str, str]]
+        name: str,
+        epochs: int,
+        engine: Callable[[int, int], dict[str, str]],
+        machines: tuple[str, str] = ("n0", "n1"),
     ) -> tuple[subprocess.Popen[str], subprocess.Popen[str]]:
+        """`machines`: the state folders of node 0 and node 1 (a new pair: fresh machines)."""
         spec = write_spec(
             name, epochs=epochs, resources={"nodes": 2}, push={"hub": {"repo": f"tester/{name}"}}
         )
         port = _free_port()
-        node1 = start_run(spec, tmp_path / "n1", {**hub_env, **engine(1, port)})
-        node0 = start_run(spec, tmp_path / "n0", {**hub_env, **engine(0, port)})
+        node1 = start_run(spec, tmp_path / machines[1], {**hub_env, **engine(1, port)})
+        node0 = start_run(spec, tmp_path / machines[0], {**hub_env, **engine(0, port)})
         started.extend((node0, node1))
         return node0, node1
 
@@ -222,3 +234,140 @@ def test_node_0_that_dies_ends_node_1_with_a_fresh_machine_asked_for(
     verified = record_of(tmp_path / "n0", "headless")["last_push"]["files"]
     weights = [f for f in verified if f.startswith("weights/") and f.endswith(".pt")]
     assert weights and set(weights) <= set(pushed), (verified, pushed)
+
+
+def _pushed_record(hub_server: HubServer, repo: str) -> dict[str, Any]:
+    entry = hub_server.repo(repo).head["runspec/record.json"]
+    assert entry.data is not None
+    data: dict[str, Any] = json.loads(entry.data)
+    return data
+
+
+# What each node says when it resumes: the checkpoint, where from, and the commit it was read at.
+_RESUMING = re.compile(r"resuming from (\S+\.pt) \(hub tester/again\), commit ([0-9a-f]{7})\b")
+
+
+def test_a_killed_pair_resumes_on_fresh_machines_from_the_same_checkpoint_on_every_node(
+    tmp_path: Path, start_pair: Pair, hub_server: HubServer
+) -> None:
+    """dstack retries the run (the same DSTACK_RUN_ID) on fresh machines; its eager pushes put
+    an epoch's weights at the Hub as soon as they are written."""
+    node0, node1 = start_pair("again", 6, _dstack)
+    wait_record(
+        tmp_path / "n0", "again", lambda r: (r["last_push"] or {}).get("epoch", 0) >= 2, 400
+    )
+    trainers = [_trainer_pid(tmp_path / "n0"), _trainer_pid(tmp_path / "n1")]
+    _kill_tree(node0)
+    _kill_tree(node1)
+    assert not [pid for pid in trainers if _alive(pid)], trainers
+    pushed = _pushed_record(hub_server, "tester/again")
+    checkpoint, head = pushed["checkpoint"], hub_server.repo("tester/again").commits[-1][0]
+    assert checkpoint is not None and checkpoint["epoch"] >= 2, pushed
+    assert not _final_commits(hub_server, "tester/again")
+    one = record_of(tmp_path / "n0", "again")
+
+    node0, node1 = start_pair("again", 6, _dstack, machines=("m0", "m1"))
+    code0, out0 = finish_run(node0, timeout=500)
+    code1, out1 = finish_run(node1, timeout=120)
+    assert (code0, code1) == (0, 0), out0[-4000:] + out1[-4000:]
+    # Both nodes resumed from the same verified checkpoint, read at the same commit.
+    said0, said1 = _RESUMING.search(out0), _RESUMING.search(out1)
+    assert said0 is not None and said1 is not None, out0[:4000] + out1[:4000]
+    assert said0.groups() == said1.groups() and head.startswith(said0[2]), (said0, said1, head)
+    assert Path(checkpoint["path"]).name == said0[1]
+    # Node 0 kept the budget that was left: the first attempt's deadline.
+    assert "the budget left is" in out0, out0[:4000]
+    # Node 1's copy is the verified file, byte for byte (its rank writes no weights).
+    copy = tmp_path / "m1" / "runs" / "again" / checkpoint["path"]
+    assert hashlib.sha256(copy.read_bytes()).hexdigest() == checkpoint["sha256"]
+    # Training went on past that epoch to the end, never again from epoch 1.
+    said_epochs = [int(n) for n in re.findall(r"\bepoch (\d+)/6\b", out0)]
+    assert said_epochs and min(said_epochs) == checkpoint["epoch"] + 1, out0[-4000:]
+    two = record_of(tmp_path / "m0", "again")
+    assert two["termination"] == "completed" and two["epoch"] == 6 and two["resumes"] == 1, two
+    assert two["deadline"] == one["deadline"], (one["deadline"], two["deadline"])
+    console1 = (tmp_path / "m1" / "runs" / "again" / "console.log").read_text()
+    assert "--node_rank=1" in console1 and "runspec.trainer: completed" in console1
+    # One final push, from node 0, and its weights are at the Hub.
+    assert len(_final_commits(hub_server, "tester/again")) == 1
+    verified = [f for f in two["last_push"]["files"] if f.startswith("weights/")]
+    assert "weights/last.pt" in verified, two["last_push"]
+    assert set(verified) <= set(hub_server.files("tester/again"))
+    assert _pushed_record(hub_server, "tester/again")["termination"] == "completed"
+    assert not (tmp_path / "m1" / "jobs" / "again" / "record.json").exists()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _trainer_pid(state: Path) -> int:
+    found = list(state.rglob("trainer.json"))
+    assert found, f"no trainer under {state}"
+    pid: int = json.loads(found[0].read_text())["identity"]["pid"]
+    return pid
+
+
+def _seed_record(hub_server: HubServer, spec_path: Path, terminal: str | None) -> None:
+    """The Hub as an earlier attempt of the task left it after a push of its run files alone:
+    its record (with a terminal mark, when it failed for good) and its manifest, no weights."""
+    spec = load_spec(spec_path)
+    assert spec.push is not None and spec.push.hub is not None
+    record = RunRecord(
+        name=spec.name,
+        spec_sha256=spec.sha256,
+        status=RunStatus.FINISHED,
+        terminal={"reason": terminal, "at": "2026-12-01T12:00:00+00:00"} if terminal else None,
+    )
+    manifest = Manifest(spec.name, None, "2026-12-01T12:00:01+00:00", True, ())
+    text = json.dumps(record_json(record, manifest)).encode()
+    hub_server.put_file(spec.push.hub.repo, RECORD, text, repo_type="model")
+    text = json.dumps(manifest.to_json()).encode()
+    hub_server.put_file(spec.push.hub.repo, MANIFEST, text, repo_type="model")
+
+
+@pytest.mark.parametrize(
+    ("terminal", "said"),
+    [
+        ("staging: dataset tester/gone not found", "failed for good and is not resumed"),
+        (None, "nothing to resume: run 'doomed' has no intact checkpoint"),
+    ],
+)
+def test_a_follower_refuses_what_node_0_refuses_with_exit_2_without_training(
+    tmp_path: Path,
+    write_spec: SpecWriter,
+    hub_server: HubServer,
+    hub_env: dict[str, str],
+    terminal: str | None,
+    said: str,
+) -> None:
+    """A task marked terminal, or one with no checkpoint to go on from: dstack retries on any
+    error, so every node of the retry must end at once, the followers too."""
+    spec = write_spec("doomed", resources={"nodes": 2}, push={"hub": {"repo": "tester/doomed"}})
+    _seed_record(hub_server, spec, terminal)
+    port = _free_port()
+    for rank in (1, 0):
+        node = start_run(spec, tmp_path / f"n{rank}", {**hub_env, **_dstack(rank, port, wait=5)})
+        code, out = finish_run(node, timeout=120)
+        assert code == 2, out
+        assert said in out and (terminal or "") in out, out
+        # Nothing staged, no trainer started.
+        assert not list((tmp_path / f"n{rank}").rglob("trainer.json")), out
+        assert not (tmp_path / f"n{rank}" / "data").exists(), out
+
+
+def test_a_follower_that_cannot_read_the_hub_asks_for_a_fresh_machine_without_training(
+    tmp_path: Path, write_spec: SpecWriter, hub_env: dict[str, str]
+) -> None:
+    """It cannot know whether node 0 resumes the task: it must not train it from the start."""
+    spec = write_spec("blind", resources={"nodes": 2}, push={"hub": {"repo": "tester/blind"}})
+    nowhere = {**hub_env, "HF_ENDPOINT": f"http://127.0.0.1:{_free_port()}"}
+    node1 = start_run(spec, tmp_path / "n1", {**nowhere, **_dstack(1, _free_port(), wait=5)})
+    code1, out1 = finish_run(node1, timeout=120)
+    assert code1 == 75, out1
+    assert "cannot read where the run stands" in out1 and "exit 75 (a fresh machine)" in out1
+    assert not list((tmp_path / "n1").rglob("trainer.json")), out1
+    assert not (tmp_path / "n1" / "data").exists(), out1

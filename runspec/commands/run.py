@@ -58,6 +58,7 @@ def _resume(
     """With --resume, or under an engine after an earlier attempt, the run reopened (the
     caller holds its lock); what to say of it."""
     from runspec.errors import UsageError
+    from runspec.printable import printable
     from runspec.run.resume import resume_run, resume_under_engine
 
     if args.keep_budget and not args.resume:
@@ -71,7 +72,9 @@ def _resume(
     else:
         done = resume_run(spec, state, keep_budget=args.keep_budget, via="runspec run --resume")
     where = done.checkpoint.name if done.checkpoint is not None else "its preflight"
-    return f"resuming from {where} ({done.source}); {done.budget_line}"
+    # The commit it was read at: every node of a run across nodes says the same one.
+    at = f", commit {printable(done.commit[:7])}" if done.commit else ""
+    return f"resuming from {where} ({done.source}){at}; {done.budget_line}"
 
 
 def run(args: argparse.Namespace) -> Outcome:
@@ -99,7 +102,7 @@ def run(args: argparse.Namespace) -> Outcome:
     refuse_beside_daemon(spec, state, args.spec)
     paths = RunPaths.for_spec(spec, state)
     if layout is not None and not layout.head:
-        return follow_node(spec, paths, layout, args)
+        return follow_node(spec, paths, layout, args, resume=engine is not None or args.resume)
     # One owner per run: refused at once, naming the other driver, before anything is written.
     lock = RunLock(paths)
     lock.acquire()
@@ -226,9 +229,10 @@ def node_plan(spec: Spec, engine: EngineContext | None) -> NodeLayout | None:
 
 
 def follow_node(
-    spec: Spec, paths: RunPaths, layout: NodeLayout, args: argparse.Namespace
+    spec: Spec, paths: RunPaths, layout: NodeLayout, args: argparse.Namespace, resume: bool
 ) -> Outcome:
-    """Node 1 and up: stage, follow torchrun, exit with it (runspec.run.follower)."""
+    """Node 1 and up: stage, follow torchrun, exit with it (runspec.run.follower); `resume`:
+    from where an earlier attempt left the run, as node 0 does."""
     from runspec.run.follower import follow
     from runspec.store.owner import RunLock
     from runspec.voice import Stream, setup_logging, tagged
@@ -248,7 +252,7 @@ def follow_node(
     lock = RunLock(paths)
     lock.acquire()
     try:
-        outcome = follow(spec, paths, layout.torchrun_args(), say)
+        outcome = follow(spec, paths, layout.torchrun_args(), say, resume, args.resume)
     finally:
         lock.release()
     if args.format == "json":

@@ -7,6 +7,14 @@ or node 0 stopped it on purpose (the trainer heard it through the rendezvous sto
 fresh machine) when a peer died or the nodes never met, 2 when the dataset cannot be staged.
 Nothing is pushed from here and no record is written to the Hub; no finish action is taken.
 A stop signal from the engine ends the trainer (and torchrun's ranks) at once.
+
+A fresh attempt of a task (an engine's recovery) reads the run's record at its push target as
+node 0 does, before anything is staged: a task marked terminal ends here at once (exit 2); an
+earlier attempt's newest verified checkpoint is downloaded at the commit of the record read and
+checked against the pushed manifest, and this node's ranks resume from it with node 0's
+schedule, so every rank goes on at the same epoch from the same file (LibreYOLO loads it on
+each rank). A target that cannot be read asks for a fresh machine: this node cannot know where
+the run stands, and must not train it from scratch beside a node 0 that resumes it.
 """
 
 from __future__ import annotations
@@ -15,10 +23,17 @@ import os
 import signal
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 
+from runspec.budgetfit import planned_epochs
 from runspec.dataset.staging import stage_dataset
 from runspec.errors import Outcome, RunspecError
+from runspec.printable import printable
+from runspec.push.base import PushFailed
+from runspec.push.fetch import read_pushed
+from runspec.run.resume import fetch_checkpoint, no_checkpoint, remote_record
 from runspec.spec.model import Spec
 from runspec.store.paths import RunPaths
 from runspec.trainer.control import TrainerOutcome, TrainJob
@@ -29,16 +44,55 @@ from runspec.voice import error
 POLL = 0.5
 
 
+@dataclass(frozen=True)
+class Start:
+    """Where this node's ranks start: from scratch, or node 0's checkpoint and schedule."""
+
+    checkpoint: Path | None = None
+    epochs: int | None = None  # None: the spec's
+
+
+def resume_point(spec: Spec, paths: RunPaths, asked: bool, say: Callable[[str], None]) -> Start:
+    """An earlier attempt's start, read from the push target as node 0 reads it (`asked`: a
+    --resume, which must find one). Raises CannotResume (a task marked terminal, another run's
+    target: exit 2) and PushFailed (a target that cannot be read)."""
+    if spec.push is None:
+        return Start()
+    pushed = read_pushed(spec, paths)
+    if pushed.record is None and not asked:
+        return Start()  # the first attempt
+    remote = remote_record(spec, pushed, paths.state)
+    epochs = planned_epochs(spec, remote)  # node 0 keeps the schedule its record holds
+    checkpoint = fetch_checkpoint(spec, paths, pushed.manifest, pushed.commit)
+    if checkpoint is None:
+        raise no_checkpoint(spec, paths.state)  # as node 0 refuses it: every node exits 2
+    at = f", commit {printable(pushed.commit[:7])}" if pushed.commit else ""
+    say(f"resuming from {checkpoint.name} ({pushed.where}){at}, as node 0 does")
+    return Start(checkpoint, epochs)
+
+
 def follow(
-    spec: Spec, paths: RunPaths, torchrun_args: list[str], say: Callable[[str], None]
+    spec: Spec,
+    paths: RunPaths,
+    torchrun_args: list[str],
+    say: Callable[[str], None],
+    resume: bool = False,
+    asked: bool = False,
 ) -> Outcome:
+    """`resume`: under an engine, or asked (--resume): where the run stands is read first."""
+    try:
+        begin = resume_point(spec, paths, asked, say) if resume else Start()
+    except PushFailed as exc:
+        say(error(f"cannot read where the run stands: {exc}: exit 75 (a fresh machine)"))
+        return Outcome.RETRY
     try:
         data_yaml = stage_dataset(spec, paths, progress=say)
     except RunspecError as exc:
         say(error(f"staging failed: {exc}"))
         return Outcome.INVALID
     os.environ[NODES_ENV] = " ".join(torchrun_args)
-    handle = start(TrainJob.from_spec(spec, paths, data_yaml), paths, log_line=say)
+    job = TrainJob.from_spec(spec, paths, data_yaml, begin.checkpoint, begin.epochs)
+    handle = start(job, paths, log_line=say)
     stopped = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

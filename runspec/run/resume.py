@@ -10,6 +10,8 @@ On a fresh disk (a new state folder and run folder: another machine, an engine's
 run is read from its push target: the record there must name this run and this spec; the
 newest checkpoint its manifest lists is downloaded and checked against the manifest's sha256;
 the manifest becomes the run's verified push history, and the record its history and budget.
+The other nodes of a run across nodes read the same record and fetch the same checkpoint
+through `remote_record` and `fetch_checkpoint` (runspec.run.follower), writing nothing here.
 
 The budget: a person's explicit `--resume` gets the spec's wall clock again (said in one line).
 `keep_budget` (an engine's retry, `--keep-budget`) keeps what is left of the budget counted from
@@ -59,6 +61,7 @@ class Resumed:
     checkpoint: Path | None  # None: a run that had not trained yet starts at its preflight
     source: str  # "this disk" or the target it came from
     budget_line: str
+    commit: str | None = None  # the target's commit a downloaded checkpoint was read at
 
 
 def resume_run(
@@ -91,16 +94,26 @@ def resume_run(
         _refuse_unresumable(spec, record, state)
     paths = RunPaths.load(state.absolute(), spec.name)
     checkpoint = newest_intact_checkpoint(paths.run_dir)
+    fetched_at = None
     if checkpoint is None and spec.push is not None:
-        checkpoint = _checkpoint_from_target(spec, paths, commit)
+        manifest = Manifest.load(paths.pushed_manifest)
+        checkpoint = fetch_checkpoint(spec, paths, manifest, commit)
         source = source if checkpoint is None or source != "this disk" else "its push target"
+        fetched_at = commit if checkpoint is not None else None
     if checkpoint is None and record.status is RunStatus.FINISHED:
-        raise CannotResume(
-            f"nothing to resume: run {spec.name!r} has no intact checkpoint on this disk nor at "
-            f"its push target; run it again under another name (or `{rm}`)"
-        )
+        raise no_checkpoint(spec, state)
     line = _reopen(spec, paths, record, store, keep_budget, clock, source)
-    return Resumed(record, checkpoint, source, line)
+    return Resumed(record, checkpoint, source, line, fetched_at)
+
+
+def no_checkpoint(spec: Spec, state: Path) -> CannotResume:
+    """An ended run with no checkpoint to go on from, here nor at its target (every node of a
+    run across nodes refuses it alike)."""
+    rm = command(f"rm {spec.name}", state)
+    return CannotResume(
+        f"nothing to resume: run {spec.name!r} has no intact checkpoint on this disk nor at "
+        f"its push target; run it again under another name (or `{rm}`)"
+    )
 
 
 def _refuse_unresumable(spec: Spec, record: RunRecord, state: Path) -> None:
@@ -140,6 +153,25 @@ def _from_target(
         pushed = pushed or read_pushed(spec, paths)
     except PushFailed as exc:
         raise CannotResume(f"cannot resume {spec.name!r} from its push target: {exc}") from exc
+    remote = remote_record(spec, pushed, state)
+    assert pushed.manifest is not None  # remote_record refuses a target without one
+    record = accept(
+        spec, state, {"via": via, "resumed_from": pushed.where}, clock, runs=runs, data=data
+    )
+    carried: dict[str, Any] = {f.name: getattr(remote, f.name) for f in fields(remote)}
+    for key in CARRIED:
+        setattr(record, key, carried[key])
+    # Whoever drove it there is gone with its machine: on this disk it ended, to go on.
+    record.status = RunStatus.FINISHED
+    paths = RunPaths.load(state.absolute(), spec.name)
+    pushed.manifest.write(paths.pushed_manifest)  # its pushed history: nothing sent twice
+    RecordStore(state.absolute(), clock).save(record)
+    return record, pushed
+
+
+def remote_record(spec: Spec, pushed: Pushed, state: Path) -> RunRecord:
+    """The run's record as its target holds it, once it names this run and this spec and may
+    be resumed (not terminal, not complete); raises CannotResume."""
     if pushed.record is None or pushed.manifest is None:
         raise CannotResume(
             f"nothing to resume: no run {spec.name!r} on this disk, and {pushed.where} holds no "
@@ -156,25 +188,16 @@ def _from_target(
     except (ValueError, TypeError, KeyError) as exc:
         raise CannotResume(f"{pushed.where} holds a damaged runspec record: {exc}") from exc
     _refuse_unresumable(spec, remote, state)
-    record = accept(
-        spec, state, {"via": via, "resumed_from": pushed.where}, clock, runs=runs, data=data
-    )
-    carried: dict[str, Any] = {f.name: getattr(remote, f.name) for f in fields(remote)}
-    for key in CARRIED:
-        setattr(record, key, carried[key])
-    # Whoever drove it there is gone with its machine: on this disk it ended, to go on.
-    record.status = RunStatus.FINISHED
-    paths = RunPaths.load(state.absolute(), spec.name)
-    pushed.manifest.write(paths.pushed_manifest)  # its pushed history: nothing sent twice
-    RecordStore(state.absolute(), clock).save(record)
-    return record, pushed
+    return remote
 
 
-def _checkpoint_from_target(spec: Spec, paths: RunPaths, commit: str | None) -> Path | None:
-    """The newest verified checkpoint, downloaded into the run folder and checked; at the
-    commit its push was verified at when known (a later push may have changed last.pt)."""
+def fetch_checkpoint(
+    spec: Spec, paths: RunPaths, manifest: Manifest | None, commit: str | None
+) -> Path | None:
+    """The newest verified checkpoint `manifest` lists, downloaded into the run folder and
+    checked against its sha256; at the commit the manifest was read at when known (a later
+    push may have changed last.pt). Every node of a run resumes from this same file."""
 
-    manifest = Manifest.load(paths.pushed_manifest)
     entry = newest_checkpoint(manifest.entries) if manifest is not None else None
     if entry is None:
         return None
