@@ -24,6 +24,9 @@ from pathlib import Path
 
 import psutil
 
+from runspec.machine import watcher
+from runspec.store.paths import StateLayout
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -147,6 +150,15 @@ def hostile(pid: int, inbox: Path, tmp: Path, count: int) -> None:
     )
 
 
+def end_watchers(state: Path) -> None:
+    """The failsafe watchers the picked-up runs armed outlive the daemon, as on a real
+    machine: ended by their recorded identities, so the bench leaves nothing running."""
+    layout = StateLayout(state)
+    for job in sorted(layout.jobs.iterdir()) if layout.jobs.is_dir() else []:
+        with contextlib.suppress(Exception):  # a folder that is no run's
+            watcher.stop(layout.run_paths(job.name))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--idle-seconds", type=float, default=60.0)
@@ -219,6 +231,7 @@ def main() -> int:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
+        end_watchers(state)
     print("state and log left in", tmp)
     return 0
 
