@@ -170,6 +170,7 @@ def test_a_run_that_failed_for_good_is_marked_and_never_resumed(
     code, out = finish_run(start_run(spec, state, None, "--resume"), timeout=120)
     assert code == 2, out
     assert "failed for good and is not resumed" in out and "/nonexistent/dataset" in out, out
+    assert "rm typo" in out, out  # the mark is on this disk: `rm` clears it
 
 
 @pytest.mark.training

@@ -116,7 +116,11 @@ def no_checkpoint(spec: Spec, state: Path) -> CannotResume:
     )
 
 
-def _refuse_unresumable(spec: Spec, record: RunRecord, state: Path) -> None:
+def _refuse_unresumable(
+    spec: Spec, record: RunRecord, state: Path, target: str | None = None
+) -> None:
+    """`target`: where the record was read when it is not this disk's (an engine's fresh
+    machine): a mark there is not cleared by `runspec rm`, so the hint does not offer it."""
     if record.spec_sha256 != spec.sha256:
         raise CannotResume(
             f"run {spec.name!r} was made from another spec (sha256 {record.spec_sha256[:12]}, "
@@ -124,10 +128,12 @@ def _refuse_unresumable(spec: Spec, record: RunRecord, state: Path) -> None:
         )
     if record.terminal:
         why = printable(str(record.terminal.get("reason", "")))
-        rm = command(f"rm {spec.name}", state)
+        if target is None:
+            fix = f"run it under another name (or `{command(f'rm {spec.name}', state)}` first)"
+        else:
+            fix = f"launch it under another name (the mark is in the run's record at {target})"
         raise CannotResume(
-            f"run {spec.name!r} failed for good and is not resumed: {why}; fix the spec, then "
-            f"run it under another name (or `{rm}` first)"
+            f"run {spec.name!r} failed for good and is not resumed: {why}; fix the spec, then {fix}"
         )
     if record.status is RunStatus.FINISHED and record.termination is Termination.COMPLETED:
         raise CannotResume(f"run {spec.name!r} completed all its epochs: nothing to resume")
@@ -187,7 +193,7 @@ def remote_record(spec: Spec, pushed: Pushed, state: Path) -> RunRecord:
         remote = RunRecord.from_json(pushed.record)
     except (ValueError, TypeError, KeyError) as exc:
         raise CannotResume(f"{pushed.where} holds a damaged runspec record: {exc}") from exc
-    _refuse_unresumable(spec, remote, state)
+    _refuse_unresumable(spec, remote, state, target=pushed.where)
     return remote
 
 
