@@ -8,6 +8,7 @@ as a box would have written them, with times relative to now.
 from __future__ import annotations
 
 import json
+import select
 import subprocess
 import sys
 import time
@@ -367,6 +368,27 @@ def test_the_watcher_left_running_judges_again_every_pass(
             _next_pass(proc.stdout)
         assert box.effects == ["PUT"]
         assert lease_at_hub(hub_server)["ended_by"]["action"] == "stop"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def test_each_pass_reaches_a_pipe_while_the_watcher_sleeps(
+    hub_server: HubServer, standin: StandIn, env: dict[str, str]
+) -> None:
+    """`runspec watch --json | jq`: a pass is written out whole before the watcher sleeps
+    (a block-buffered pipe held the passes until a buffer filled, an hour of them here)."""
+    VastInstance(standin)
+    seed(hub_server, lease_doc())
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runspec", "watch", "--every", "1h", "--json", REPO],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready, "no pass came out of the pipe"
+        assert _next_pass(proc.stdout)["runs"][0]["verdict"] == "alive"
     finally:
         proc.terminate()
         proc.wait(30)

@@ -46,3 +46,6 @@ def state_dir(args: argparse.Namespace) -> Path:
 def print_json(data: Any) -> None:
     json.dump(data, sys.stdout, indent=2, sort_keys=False)
     sys.stdout.write("\n")
+    # A pipe is block-buffered: `runspec watch --json | jq` (a pass every --every) would see
+    # each pass only once a buffer filled, minutes late.
+    sys.stdout.flush()
