@@ -86,3 +86,23 @@ def test_a_single_box_reads_no_node_variables(
     assert node_plan(spec, None) is None
     with pytest.raises(UsageError, match="MASTER_PORT='not-a-port' is not a whole number"):
         node_plan(spec, detect({"DSTACK_RUN_ID": "r"}))
+
+
+def test_a_run_across_nodes_never_fits_its_schedule_and_says_so(
+    tmp_path: Path, write_spec: SpecWriter
+) -> None:
+    """The profile runs on node 0 alone and the followers' ranks start with the spec's epochs:
+    a fitted node 0 would plan another schedule than its peers."""
+    from runspec.engines.nodes import unfitted
+    from runspec.spec.loader import load_spec
+    from runspec.spec.model import BudgetFit
+
+    profiled = load_spec(
+        write_spec("wide", epochs=40, preflight={"profile": True}), tmp_path / "state"
+    )
+    spec, said = unfitted(profiled)
+    assert spec.budget.fit is BudgetFit.NONE and profiled.budget.fit is not BudgetFit.NONE
+    assert said is not None and "not across nodes" in said and "40 epochs" in said
+    assert spec.sha256 == profiled.sha256  # the accepted spec is the same spec
+    plain = load_spec(write_spec("plain", epochs=40), tmp_path / "state")
+    assert unfitted(plain) == (plain, None)  # no profile: nothing would be fitted

@@ -124,10 +124,14 @@ def run(args: argparse.Namespace) -> Outcome:
                 stream(line)
 
         if layout is not None:
+            from runspec.engines.nodes import unfitted
             from runspec.trainer.multinode import NODES_ENV
 
             progress(f"node 0 of {layout.nnodes}: owns the budget, the pushes and the verdict")
             os.environ[NODES_ENV] = " ".join(layout.torchrun_args())  # read by the trainer
+            spec, not_fitted = unfitted(spec)
+            if not_fitted is not None:
+                progress(not_fitted)
         if engine is not None:
             progress(engine.line(spec.finish))  # said once, before the spec's finish is dropped
             spec = engine_spec(spec)

@@ -9,11 +9,13 @@ set) and `--nproc_per_node`: one process per GPU, one per node when the spec tra
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from runspec.engines.onbox import Engine
 from runspec.errors import UsageError
+from runspec.spec.model import BudgetFit, Spec
 
 DEFAULT_PORT = 29500  # torchrun's own default
 
@@ -97,3 +99,19 @@ def node_layout(
         raise UsageError(f"{head_var} is not set: the nodes cannot find node 0")
     gpus = 1 if cpu else _int(environ, gpus_var, 1, 1)
     return NodeLayout(nnodes, rank, heads[0] if heads else "127.0.0.1", port, gpus)
+
+
+def unfitted(spec: Spec) -> tuple[Spec, str | None]:
+    """Node 0's spec for a run across nodes: its schedule is never fitted to the budget. The
+    profile runs on node 0 alone, and the followers' ranks start with the spec's epochs before
+    node 0 could tell them another count: ranks planning different schedules would part at the
+    end. The budget's stop still guards the deadline. The line to say, when the spec would have
+    fitted."""
+    if not spec.preflight.profile or spec.budget.fit is BudgetFit.NONE:
+        return spec, None
+    budget = dataclasses.replace(spec.budget, fit=BudgetFit.NONE)
+    line = (
+        f"budget.fit: not across nodes: every node trains the spec's {spec.train.epochs} "
+        "epochs, and the budget's stop guards the deadline"
+    )
+    return dataclasses.replace(spec, budget=budget), line
