@@ -146,6 +146,15 @@ def test_node_1_alone_trains_nothing_and_a_stop_signal_ends_it_and_its_torchrun(
     assert alive == []
 
 
+def _cmdline(proc: psutil.Process) -> list[str]:
+    """A child's command line; none for one that ended meanwhile (a zombie not yet reaped
+    has no command line to read)."""
+    try:
+        return proc.cmdline()
+    except psutil.Error:
+        return []
+
+
 def wait_for_trainer(state: Path) -> psutil.Process:
     end = time.monotonic() + 120
     while time.monotonic() < end:
@@ -153,7 +162,7 @@ def wait_for_trainer(state: Path) -> psutil.Process:
         if found:
             pid = json.loads(found[0].read_text())["identity"]["pid"]
             proc = psutil.Process(pid)
-            if any("torch.distributed.run" in c.cmdline() for c in proc.children()):
+            if any("torch.distributed.run" in _cmdline(c) for c in proc.children()):
                 return proc
         time.sleep(0.2)
     pytest.fail("node 1's trainer did not start torchrun within 120 s")
