@@ -342,6 +342,14 @@ def _next_pass(out: Any) -> dict[str, Any]:
     raise AssertionError(f"the watcher ended: {text!r}")
 
 
+def _watch_loop(env: dict[str, str], every: str) -> subprocess.Popen[str]:
+    """A watcher left running (no --once), its passes as JSON on a pipe."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "runspec", "watch", "--every", every, "--json", REPO],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
 def test_the_watcher_left_running_judges_again_every_pass(
     hub_server: HubServer, standin: StandIn, env: dict[str, str]
 ) -> None:
@@ -349,10 +357,7 @@ def test_the_watcher_left_running_judges_again_every_pass(
     that stops vouching while the watcher runs is ended at the next pass, once."""
     box = VastInstance(standin)
     seed(hub_server, lease_doc())
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "runspec", "watch", "--every", "2s", "--json", REPO],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    proc = _watch_loop(env, "2s")
     try:
         assert proc.stdout is not None
         first = _next_pass(proc.stdout)
@@ -380,10 +385,7 @@ def test_each_pass_reaches_a_pipe_while_the_watcher_sleeps(
     (a block-buffered pipe held the passes until a buffer filled, an hour of them here)."""
     VastInstance(standin)
     seed(hub_server, lease_doc())
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "runspec", "watch", "--every", "1h", "--json", REPO],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    proc = _watch_loop(env, "1h")
     try:
         assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], 60)
