@@ -363,8 +363,8 @@ def test_a_follower_refuses_what_node_0_refuses_with_exit_2_without_training(
         code, out = finish_run(node, timeout=120)
         assert code == 2, out
         assert said in out and (terminal or "") in out, out
-        if terminal:  # the mark is on the Hub: `runspec rm` here would not clear it
-            assert "launch it under another name" in out and "rm doomed" not in out, out
+        # The record is on the Hub: `runspec rm` here would not clear it.
+        assert "launch it again under another name" in out and "rm doomed" not in out, out
         # Nothing staged, no trainer started.
         assert not list((tmp_path / f"n{rank}").rglob("trainer.json")), out
         assert not (tmp_path / f"n{rank}" / "data").exists(), out

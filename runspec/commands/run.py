@@ -58,8 +58,7 @@ def _resume(
     """With --resume, or under an engine after an earlier attempt, the run reopened (the
     caller holds its lock); what to say of it."""
     from runspec.errors import UsageError
-    from runspec.printable import printable
-    from runspec.run.resume import resume_run, resume_under_engine
+    from runspec.run.resume import resume_run, resume_under_engine, resuming_line
 
     if args.keep_budget and not args.resume:
         raise UsageError("--keep-budget goes with --resume")
@@ -72,9 +71,7 @@ def _resume(
     else:
         done = resume_run(spec, state, keep_budget=args.keep_budget, via="runspec run --resume")
     where = done.checkpoint.name if done.checkpoint is not None else "its preflight"
-    # The commit it was read at: every node of a run across nodes says the same one.
-    at = f", commit {printable(done.commit[:7])}" if done.commit else ""
-    return f"resuming from {where} ({done.source}){at}; {done.budget_line}"
+    return f"{resuming_line(where, done.source, done.commit)}; {done.budget_line}"
 
 
 def run(args: argparse.Namespace) -> Outcome:

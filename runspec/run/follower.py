@@ -30,10 +30,9 @@ from types import FrameType
 from runspec.budgetfit import planned_epochs
 from runspec.dataset.staging import stage_dataset
 from runspec.errors import Outcome, RunspecError
-from runspec.printable import printable
 from runspec.push.base import PushFailed
 from runspec.push.fetch import read_pushed
-from runspec.run.resume import fetch_checkpoint, no_checkpoint, remote_record
+from runspec.run.resume import fetch_checkpoint, no_checkpoint, remote_record, resuming_line
 from runspec.spec.model import Spec
 from runspec.store.paths import RunPaths
 from runspec.trainer.control import TrainerOutcome, TrainJob
@@ -65,9 +64,8 @@ def resume_point(spec: Spec, paths: RunPaths, asked: bool, say: Callable[[str], 
     epochs = planned_epochs(spec, remote)  # node 0 keeps the schedule its record holds
     checkpoint = fetch_checkpoint(spec, paths, pushed.manifest, pushed.commit)
     if checkpoint is None:
-        raise no_checkpoint(spec, paths.state)  # as node 0 refuses it: every node exits 2
-    at = f", commit {printable(pushed.commit[:7])}" if pushed.commit else ""
-    say(f"resuming from {checkpoint.name} ({pushed.where}){at}, as node 0 does")
+        raise no_checkpoint(spec, paths.state, pushed.where)  # as node 0: every node exits 2
+    say(f"{resuming_line(checkpoint.name, pushed.where, pushed.commit)}, as node 0 does")
     return Start(checkpoint, epochs)
 
 

@@ -85,9 +85,11 @@ def resume_run(
     except DamagedRecord as exc:
         raise CannotResume(f"{exc}: `{rm}` it first") from exc
     # The commit the pushed manifest (here: pushed.json) was verified at, to fetch at it.
+    target = None  # where the record came from, when not from this disk
     if record is None:
         record, pushed = _from_target(spec, state, via, clock, runs, data, pushed)
-        source, commit = pushed.where, pushed.commit
+        source = target = pushed.where
+        commit = pushed.commit
     else:
         source = "this disk"
         commit = record.last_push.commit if record.last_push is not None else None
@@ -101,26 +103,38 @@ def resume_run(
         source = source if checkpoint is None or source != "this disk" else "its push target"
         fetched_at = commit if checkpoint is not None else None
     if checkpoint is None and record.status is RunStatus.FINISHED:
-        raise no_checkpoint(spec, state)
+        raise no_checkpoint(spec, state, target)
     line = _reopen(spec, paths, record, store, keep_budget, clock, source)
     return Resumed(record, checkpoint, source, line, fetched_at)
 
 
-def no_checkpoint(spec: Spec, state: Path) -> CannotResume:
+def _start_over(spec: Spec, state: Path, target: str | None) -> str:
+    """How to run it again. `target`: where the record was read when it is not this disk's
+    (an engine's fresh machine): the record stays there, so `runspec rm` would not clear it."""
+    if target is None:
+        return f"run it again under another name (or `{command(f'rm {spec.name}', state)}` first)"
+    return f"launch it again under another name (its record stays at {target})"
+
+
+def no_checkpoint(spec: Spec, state: Path, target: str | None) -> CannotResume:
     """An ended run with no checkpoint to go on from, here nor at its target (every node of a
     run across nodes refuses it alike)."""
-    rm = command(f"rm {spec.name}", state)
     return CannotResume(
         f"nothing to resume: run {spec.name!r} has no intact checkpoint on this disk nor at "
-        f"its push target; run it again under another name (or `{rm}`)"
+        f"its push target; {_start_over(spec, state, target)}"
     )
+
+
+def resuming_line(checkpoint: str, source: str, commit: str | None) -> str:
+    """What every node says of where it goes on from: the file, where, the commit read."""
+    at = f", commit {printable(commit[:7])}" if commit else ""
+    return f"resuming from {checkpoint} ({source}){at}"
 
 
 def _refuse_unresumable(
     spec: Spec, record: RunRecord, state: Path, target: str | None = None
 ) -> None:
-    """`target`: where the record was read when it is not this disk's (an engine's fresh
-    machine): a mark there is not cleared by `runspec rm`, so the hint does not offer it."""
+    """`target`: where the record was read, when it is not this disk's."""
     if record.spec_sha256 != spec.sha256:
         raise CannotResume(
             f"run {spec.name!r} was made from another spec (sha256 {record.spec_sha256[:12]}, "
@@ -128,12 +142,9 @@ def _refuse_unresumable(
         )
     if record.terminal:
         why = printable(str(record.terminal.get("reason", "")))
-        if target is None:
-            fix = f"run it under another name (or `{command(f'rm {spec.name}', state)}` first)"
-        else:
-            fix = f"launch it under another name (the mark is in the run's record at {target})"
         raise CannotResume(
-            f"run {spec.name!r} failed for good and is not resumed: {why}; fix the spec, then {fix}"
+            f"run {spec.name!r} failed for good and is not resumed: {why}; fix the spec, then "
+            f"{_start_over(spec, state, target)}"
         )
     if record.status is RunStatus.FINISHED and record.termination is Termination.COMPLETED:
         raise CannotResume(f"run {spec.name!r} completed all its epochs: nothing to resume")
