@@ -7,6 +7,7 @@ as root), removed again at the end."""
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,12 +28,22 @@ from tests.test_machine_safety import trained
 
 @contextmanager
 def read_only(folder: Path) -> Iterator[None]:
+    """The folder read-only for real, by a read-only bind mount over it."""
     subprocess.run(["mount", "--bind", str(folder), str(folder)], check=True)
     try:
-        subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], check=True)
+        # The kernel refuses a read-only remount (EBUSY) while a file is open for writing in
+        # the folder: a daemon's record save of a moment; tried again until it lands between.
+        for _ in range(100):
+            remount = ["mount", "-o", "remount,bind,ro", str(folder)]
+            if subprocess.run(remount, capture_output=True, check=False).returncode == 0:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"{folder} stayed busy: it could not be made read-only")
         yield
     finally:
-        subprocess.run(["umount", str(folder)], check=True)
+        # Lazily: a process may still hold a file open through the bind mount.
+        subprocess.run(["umount", "--lazy", str(folder)], check=True)
 
 
 def test_the_failsafe_ends_the_machine_from_a_read_only_state_folder(
