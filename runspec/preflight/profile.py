@@ -20,6 +20,7 @@ from runspec.clock import human_duration
 from runspec.spec.model import BudgetFit, Spec
 from runspec.store.paths import RunPaths
 from runspec.trainer.control import TrainJob
+from runspec.trainer.heavyimports import without_collector
 
 PROFILE_WARMUP = 2
 PROFILE_STEPS = 5
@@ -60,7 +61,8 @@ def _profile(
     spec: Spec, paths: RunPaths, data_yaml: Path, project: Path, warmup: int, steps: int
 ) -> dict[str, Any]:
     # torch and libreyolo, only when the profile is asked for
-    from runspec.trainer.modelbuild import build_model, resolve_device  # noqa: PLC0415
+    with without_collector():
+        from runspec.trainer.modelbuild import build_model, resolve_device  # noqa: PLC0415
 
     job = TrainJob.from_spec(spec, paths, data_yaml)
     device = resolve_device(job.device)

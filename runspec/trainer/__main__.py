@@ -6,7 +6,10 @@ command line.
 
 import sys
 
-from runspec.trainer.child import main
+from runspec.trainer.heavyimports import without_collector
+
+with without_collector():  # torch, torchvision and LibreYOLO, through the child
+    from runspec.trainer.child import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,29 @@
+"""Importing torch, torchvision and LibreYOLO without the cyclic garbage collector.
+
+Those imports make about half a million Python objects, and the collector walks them each time
+a generation fills: 789 collections while `import torch, torchvision, libreyolo` runs, 0.5 s of
+its 3.7 s of CPU on this machine (bench/bench_child_start.py), paid by every trainer and
+preflight child at its start. The modules live as long as the process, so nothing is lost by
+not looking for their cycles. Frozen afterwards, they are never walked again: the collector
+then looks only at what training makes.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def without_collector() -> Iterator[None]:
+    """Around the imports of a child's heavy libraries; the collector is back afterwards (as
+    it was), with everything made meanwhile frozen out of its way."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if was_enabled:
+            gc.enable()
