@@ -113,12 +113,13 @@ def vouch_after_exit(run_dir: Path, control_dir: Path, now: float) -> bool:
     died, or resumed and died again) is pushed, not stranded. True when the marker changed.
 
     Only for a trainer known to be gone: a file still being written fails the zip check anyway.
+    A file the pusher already read whole since its last write is not read again.
     """
     weights = run_dir / "weights"
     files: dict[str, FileStat] = {}
     for path in sorted(weights.glob("*.pt")) if weights.is_dir() else []:
         stat = _stat_or_none(path)
-        if stat is not None and is_intact(path) and _stat_or_none(path) == stat:
+        if stat is not None and is_intact_cached(path) and _stat_or_none(path) == stat:
             files[f"weights/{path.name}"] = stat
     marker = read_epoch_marker(control_dir)
     if marker is None:
