@@ -21,9 +21,11 @@ from tests.hubserver import HubServer
 
 
 def _hub_spec(write_spec: SpecWriter, name: str, epochs: int) -> Path:
+    # save_period 1: a push that copies last.pt while LibreYOLO rewrites it leaves it for the
+    # next push; that epoch's epoch_N.pt is then the checkpoint at the Hub.
     return write_spec(
         name, epochs=epochs, push={"hub": {"repo": f"me/{name}"}, "every": "1h"},
-        finish={"action": "none"},
+        train={"save_period": 1}, finish={"action": "none"},
     )  # fmt: skip
 
 
@@ -81,7 +83,7 @@ def test_a_killed_run_resumes_on_a_fresh_disk_from_the_hub_inside_its_first_budg
         end_leftovers(first)
         end_leftovers(second)
     assert code == 0, out[-4000:]
-    said = re.search(r"resuming from (last|epoch_\d+)\.pt \(hub me/spans\)", out)
+    said = re.search(r"resuming from (last|best|epoch_\d+)\.pt \(hub me/spans\)", out)
     assert said is not None, out[:4000]
     assert "the budget left is" in out, out[:4000]
     two = record_of(second, "spans")

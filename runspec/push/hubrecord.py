@@ -19,7 +19,7 @@ from typing import Any
 from runspec.push.base import PushTarget, StagedFile, one_line
 from runspec.push.card import model_card
 from runspec.push.cardpush import push_card
-from runspec.push.collect import Stager, is_checkpoint
+from runspec.push.collect import Stager
 from runspec.push.manifest import Manifest, ManifestEntry
 from runspec.push.remote import RECORD
 from runspec.spec.model import Spec
@@ -29,18 +29,25 @@ from runspec.store.state import RunRecord
 from runspec.voice import warning
 
 _EPOCH_FILE = re.compile(r"^weights/epoch_(\d+)\.pt$")
+# The resumable checkpoints besides weights/epoch_N.pt (1), ranked for a tie in epochs.
+_PREFERRED = {"weights/last.pt": 2, "weights/best.pt": 0}
 # A first card is a few kilobytes: it gets what a final card gets when the budget is short.
 FIRST_CARD_TIME_S = 60.0
 
 
 def newest_checkpoint(entries: Sequence[ManifestEntry]) -> ManifestEntry | None:
-    """The checkpoint to resume from among a manifest's files: last.pt (written first, every
-    epoch), else the epoch_N.pt of the highest N. best.pt is an older epoch's weights."""
-    by_path = {e.path: e for e in entries if is_checkpoint(e.path)}
-    if "weights/last.pt" in by_path:
-        return by_path["weights/last.pt"]
-    numbered = [(int(m[1]), e) for p, e in by_path.items() if (m := _EPOCH_FILE.match(p))]
-    return max(numbered, key=lambda pair: pair[0])[1] if numbered else None
+    """The checkpoint to resume from among a manifest's files: the one of the newest epoch.
+
+    last.pt is written first every epoch, so it usually is that one. But a push that found
+    LibreYOLO rewriting last.pt leaves it for the next push and carries the copy it staged
+    before, and then an epoch_N.pt or best.pt of a later epoch beside it is the newer
+    checkpoint: resuming from the older one would train an epoch again, and a push with no
+    last.pt at all would leave nothing to resume from. On a tie: last.pt, then epoch_N.pt,
+    then best.pt."""
+    found = [e for e in entries if e.path in _PREFERRED or _EPOCH_FILE.match(e.path)]
+    if not found:
+        return None
+    return max(found, key=lambda e: (e.epoch or 0, _PREFERRED.get(e.path, 1)))
 
 
 def budget_start(record: RunRecord) -> str | None:
