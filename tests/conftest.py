@@ -12,6 +12,11 @@ pytest_plugins = sorted(f"tests.{p.stem}" for p in Path(__file__).parent.glob("f
 
 REPO = Path(__file__).resolve().parent.parent
 
+# Where the environment says never to write bytecode (this machine's image does), every runspec
+# process a test starts (a few hundred `runspec` commands and daemons) would compile runspec's
+# own modules from source again; the isolated children (`python -I`) write it anyway.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 
 @pytest.fixture(autouse=True)
 def _no_real_hub(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -32,8 +32,18 @@ def base_spec(name: str, epochs: int = 3) -> dict[str, Any]:
             "batch": 4,
             "imgsz": 32,
             "device": "cpu",
-            "save_period": 1,
-            "args": {"pretrained": False, "workers": 0, "eval_interval": 1, "amp": False},
+            # save_period: the default (every 10 epochs, or the last when fewer). A test that
+            # needs every epoch's weights/epoch_N.pt says save_period: 1 itself; each one is
+            # 35 MB written, staged, pushed and hashed.
+            # save_plots: LibreYOLO's validation pictures (matplotlib in the trainer) go with
+            # the final push by default; tests/test_output.py sees them pushed.
+            "args": {
+                "pretrained": False,
+                "workers": 0,
+                "eval_interval": 1,
+                "amp": False,
+                "save_plots": False,
+            },
         },
         "budget": {"wall_clock": "30m"},
         "preflight": {"doctor": False},

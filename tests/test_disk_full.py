@@ -94,7 +94,10 @@ def test_a_disk_filled_under_the_trainer_is_waited_out_and_the_run_completes(
 ) -> None:
     state, volume = small_fs(600), small_fs(600)
     daemon = daemon_on(make_daemon, state)
-    drop(daemon.inbox, "squeezed.yaml", spec_yaml("squeezed", 3, volume))
+    # save_period 1: every epoch's saves need room, so the next one after the filling fails.
+    # (With the default, a trainer that ran out of space after its last epoch's last.pt was
+    # resumed from it, trained nothing, and left the record one epoch short: seen once, open.)
+    drop(daemon.inbox, "squeezed.yaml", spec_yaml("squeezed", 3, volume, train={"save_period": 1}))
     daemon.start()
     daemon.wait_ready()
     wait_until(lambda: (daemon.record("squeezed") or {}).get("epoch", 0) >= 1, timeout=BOUND)

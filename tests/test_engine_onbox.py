@@ -196,6 +196,7 @@ def test_sigterm_under_dstack_exits_within_its_grace_with_the_newest_checkpoint_
     spec = write_spec(
         "stopped",
         epochs=200,
+        train={"save_period": 1},
         preflight={"disk": "600MB"},
         # The spec's own schedule would push every 15 minutes: under dstack every checkpoint
         # goes as soon as it is written.

@@ -76,7 +76,7 @@ def test_a_state_folder_read_only_mid_run_is_waited_out_and_the_run_ends(
     provider_env: dict[str, str],
 ) -> None:
     daemon = daemon_beside(make_daemon, tmp_path)
-    drop(daemon.inbox, "ro.yaml", spec_yaml("ro", 6))
+    drop(daemon.inbox, "ro.yaml", spec_yaml("ro", 6, train={"save_period": 1}))
     daemon.start(env=vast(standin, provider_env))
     daemon.wait_ready()
     until(daemon, lambda: epoch(daemon, "ro") >= 1, "the first epoch")

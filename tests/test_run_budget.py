@@ -116,6 +116,7 @@ def test_sigterm_pushes_the_newest_complete_checkpoint_within_five_seconds(
     spec = write_spec(
         "preempted",
         epochs=200,
+        train={"save_period": 1},
         # A checkpoint per epoch for 200 epochs is 9 GB by the auto estimate, more than a CI
         # machine may have free; the signal ends the run after a few.
         preflight={"disk": "600MB"},

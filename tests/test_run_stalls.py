@@ -84,6 +84,7 @@ def test_an_epoch_past_the_point_of_no_return_is_cut_and_the_staged_checkpoint_p
     spec = write_spec(
         "cut",
         epochs=100,
+        train={"save_period": 1},
         preflight={"disk": "600MB"},  # the budget ends it; never ask for 4.6 GB
         push={"dir": str(tmp_path / "volume")},
         budget={"wall_clock": "55s", "reserve": "15s"},
