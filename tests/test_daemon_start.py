@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -193,12 +194,19 @@ def test_idle_finish_after_a_run_ended_survives_a_daemon_kill(make_daemon, tmp_p
     second.wait_ready()
     wait_until(marker.exists, what="the idle finish's command")
     assert "applying the idle finish (command)" in second.output
-    # The idle finish acts for the machine: machine.json says what it did, no run's record.
-    machine = json.loads((second.state / "machine.json").read_text())
+    # The idle finish acts for the machine: machine.json says what it did, no run's record
+    # (written once the command has returned, a moment after it made the marker).
+    wait_until(lambda: _machine(second.state)["pending"].get("result"), what="the result")
+    machine = _machine(second.state)
     assert machine["pending"]["run"] == "the machine"
     assert machine["pending"]["result"]["action"] == "command"
     record = json.loads((second.state / "jobs/short/record.json").read_text())
     assert record["finish"] == {}
+
+
+def _machine(state: Path) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads((state / "machine.json").read_text())
+    return found
 
 
 @pytest.mark.parametrize("how", ["--dry-run", "finish_dry_run: true"])

@@ -29,6 +29,7 @@ from runspec.push.remote import MANIFEST, RECORD
 from runspec.spec.loader import load_spec
 from runspec.store.state import RunRecord, RunStatus
 from tests.fixtures_run import RUNSPEC, SpecWriter, finish_run, record_of, start_run, wait_record
+from tests.fixtures_training import wait_for
 from tests.hubserver import HubServer
 
 pytestmark = pytest.mark.timeout(600)
@@ -252,6 +253,16 @@ def _pushed_record(hub_server: HubServer, repo: str) -> dict[str, Any]:
     return data
 
 
+def _pushed_checkpoint_epoch(hub_server: HubServer, repo: str) -> int:
+    """The epoch of the checkpoint the Hub's record vouches for; 0 before any."""
+    try:
+        checkpoint = _pushed_record(hub_server, repo).get("checkpoint") or {}
+    except (KeyError, AssertionError):
+        return 0  # no repo or no record yet
+    epoch: int = checkpoint.get("epoch", 0)
+    return epoch
+
+
 # What each node says when it resumes: the checkpoint, where from, and the commit it was read at.
 _RESUMING = re.compile(r"resuming from (\S+\.pt) \(hub tester/again\), commit ([0-9a-f]{7})\b")
 
@@ -262,9 +273,9 @@ def test_a_killed_pair_resumes_on_fresh_machines_from_the_same_checkpoint_on_eve
     """dstack retries the run (the same DSTACK_RUN_ID) on fresh machines; its eager pushes put
     an epoch's weights at the Hub as soon as they are written."""
     node0, node1 = start_pair("again", 6, _dstack)
-    wait_record(
-        tmp_path / "n0", "again", lambda r: (r["last_push"] or {}).get("epoch", 0) >= 2, 400
-    )
+    # The record a push carries names the newest checkpoint verified before it: the one that
+    # vouches for epoch 2 comes with a later push than epoch 2's weights.
+    wait_for(lambda: _pushed_checkpoint_epoch(hub_server, "tester/again") >= 2, 400, "epoch 2")
     trainers = [_trainer_pid(tmp_path / "n0"), _trainer_pid(tmp_path / "n1")]
     _kill_tree(node0)
     _kill_tree(node1)
