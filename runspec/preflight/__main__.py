@@ -30,7 +30,6 @@ from runspec.spec.loader import load_accepted, load_spec
 from runspec.spec.model import Spec
 from runspec.store.offlimits import off_limits
 from runspec.store.paths import RunPaths, StateLayout
-from runspec.trainer.heavyimports import without_collector
 
 DEFAULT_TIMEOUT_S = 120.0
 # NCCL's rendezvous on one machine takes seconds; a minute and more is a hang.
@@ -55,8 +54,7 @@ def _guarded(name: str, check: Callable[[], list[CheckResult]]) -> list[CheckRes
 def machine_checks(
     spec: Spec, paths: RunPaths, timeout: float, collective_one_gpu: bool = False
 ) -> list[CheckResult]:
-    with without_collector():  # they import torch and torchvision
-        results = _guarded("versions", checks.version_checks)
+    results = _guarded("versions", checks.version_checks)
     if not any(r.name == "torch" and r.status.value == "pass" for r in results):
         return results
     results += _guarded("gpu", lambda: _gpu_checks(spec, timeout, collective_one_gpu))
@@ -115,8 +113,7 @@ def dataset_checks(spec: Spec, paths: RunPaths) -> list[CheckResult]:
             return [kept]
         results.append(kept)
     if spec.preflight.doctor:
-        with without_collector():  # it imports LibreYOLO (and torch) when no check did
-            results += _guarded("doctor", lambda: [checks.doctor_check(data_yaml, imgsz)])
+        results += _guarded("doctor", lambda: [checks.doctor_check(data_yaml, imgsz)])
     if spec.preflight.profile:
         results += _guarded("profile", lambda: [profile_check(spec, paths, data_yaml)])
     return results

@@ -17,6 +17,7 @@ from runspec.push.targets import kind_of
 from runspec.spec import modelnames as models
 from runspec.spec.model import Spec
 from runspec.store.paths import RunPaths
+from runspec.trainer.heavyimports import without_collector
 from runspec.units import format_bytes
 
 TESTED_LIBREYOLO = "1.6.0"
@@ -28,7 +29,8 @@ HUB_TIMEOUT_S = 15.0
 def version_checks() -> list[CheckResult]:
     results = [passed("python", f"Python {sys.version.split()[0]}")]
     try:
-        import torch
+        with without_collector():
+            import torch
     except ImportError as exc:
         results.append(
             failed("torch", f"torch cannot be imported: {exc}", "install torch for this GPU first")
@@ -39,8 +41,9 @@ def version_checks() -> list[CheckResult]:
         passed("torch", f"torch {torch.__version__} ({'CUDA ' + cuda if cuda else 'CPU-only'})")
     )
     try:
-        import torchvision
-        from torchvision.ops import nms
+        with without_collector():
+            import torchvision
+            from torchvision.ops import nms
 
         # A torchvision built for another torch imports fine and fails at its first operator;
         # LibreYOLO's validation calls this one.
@@ -123,8 +126,9 @@ def doctor_check(data_yaml: Path, imgsz: int) -> CheckResult:
             f"the dataset is not staged yet ({data_yaml} missing): not checked",
             "the run checks it after staging; `runspec preflight` after a first stage checks it",
         )
-    from libreyolo import doctor
-    from libreyolo.doctor.config import DoctorError
+    with without_collector():
+        from libreyolo import doctor
+        from libreyolo.doctor.config import DoctorError
 
     try:
         report = doctor.diagnose(str(data_yaml), imgsz=imgsz, progress=False)
