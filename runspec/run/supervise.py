@@ -203,7 +203,9 @@ class Supervisor:
             self.clock.sleep(lc.options.tick)
         return False
 
-    def _epoch_ended(self, handle: TrainerHandle, marker: control.EpochMarker) -> None:
+    def _epoch_ended(
+        self, handle: TrainerHandle, marker: control.EpochMarker, exited: bool = False
+    ) -> None:
         # The same trainer writing the same epoch again (it vouches for weights written after
         # its last epoch): new files to push, no new epoch to tell of.
         repeat = marker.epoch == self.last_epoch and self.epoch_since_launch
@@ -226,8 +228,8 @@ class Supervisor:
         obs = observe(self.paths.run_dir, self.paths.control_dir)
         left = self.planner.deadline - self.clock.time()
         self.lc.say(epoch_line(marker.epoch, total, obs, left, cut))
-        if marker.epoch >= total or self.stopping is not None:
-            return
+        if marker.epoch >= total or self.stopping is not None or exited:
+            return  # no trainer to stop early: how it ended decides what comes next
         next_validates = validates(marker.epoch + 1, total, interval)
         if not self.planner.fits_another_epoch(next_validates, pending, rate):
             self._budget(
@@ -297,6 +299,12 @@ class Supervisor:
     def _after_exit(self, handle: TrainerHandle) -> TrainerHandle | None:
         """Read how the trainer ended; resume it or move the run on. Returns a new handle to
         watch when the trainer was resumed."""
+        # The trainer may have ended an epoch since the last tick's read and exited inside the
+        # same tick (a stop at the boundary, the last epoch): the run is told of it first, or
+        # its record stays an epoch short of the checkpoint pushed for it.
+        marker = control.read_epoch_marker(self.paths.control_dir)
+        if marker is not None and marker.time != self.last_marker_time:
+            self._epoch_ended(handle, marker, exited=True)
         facts = self._exit_facts(handle)
         step = next_step(facts)
         if step.step is Step.WAIT_FOR_SPACE:
