@@ -155,7 +155,7 @@ def test_a_run_whose_budget_cannot_hold_its_epochs_is_given_the_fitted_schedule(
         train={"save_period": 400, "args": {"patience": 0, "no_aug_epochs": NO_AUG}},
         preflight={"profile": True},
         push={"dir": str(tmp_path / "volume")},
-        budget={"wall_clock": "2m", "reserve": "20s"},
+        budget={"wall_clock": "90s", "reserve": "20s"},
     )
     state = tmp_path / "state"
     code, out = finish_run(start_run(spec, state), timeout=400)
