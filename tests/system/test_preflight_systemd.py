@@ -28,6 +28,7 @@ SPEC = (
     "train: {model: yolo9-t, epochs: 1, batch: 4, imgsz: 32, device: cpu, "
     "args: {pretrained: false, workers: 0}}\n"
     "budget: {wall_clock: 15m}\n"
+    "env: {OMP_NUM_THREADS: 1}\n"
     "preflight: {matmul: false, collective: false, doctor: false, disk: 100MB}\n"
     "finish: {action: none}\n"
 )

@@ -69,6 +69,8 @@ def test_a_run_trains_pushes_and_its_finish_powers_the_container_off(
         "  save_period: 10\n  args: {pretrained: false, workers: 0, eval_interval: 1}\n"
         "push:\n  dir: pushed\n  every: 1m\n"
         "budget:\n  wall_clock: 15m\n"
+        # The container's two cores are the suite's too: one OpenMP thread (tests/conftest.py).
+        "env: {OMP_NUM_THREADS: 1}\n"
         "preflight: {matmul: false, collective: false}\n"
         "finish:\n  action: command\n"
         f"  command: [/bin/sh, {Path('/var/lib/runspec') / guard.name}, {c.name}]\n"
@@ -119,6 +121,7 @@ def test_system_shutdown_mid_run_pushes_the_newest_checkpoint_first(
         "  save_period: 1\n  args: {pretrained: false, workers: 0, eval_interval: 1}\n"
         "push:\n  dir: pushed\n  every: 1h\n"
         "budget:\n  wall_clock: 15m\n"
+        "env: {OMP_NUM_THREADS: 1}\n"
         # 200 checkpoints would be 9 GB by the auto estimate; the test stops it after a few.
         "preflight: {matmul: false, collective: false, disk: 600MB}\n"
         "finish:\n  action: none\n"
@@ -157,6 +160,7 @@ def test_system_shutdown_while_not_training_does_not_wait_for_a_push(
         "  args: {pretrained: false}\n"
         "push:\n  dir: pushed\n"
         "budget:\n  wall_clock: 15m\n"
+        "env: {OMP_NUM_THREADS: 1}\n"
         "preflight: {matmul: false, collective: false, doctor: false, disk: 600MB}\n"
     )
     c.sh("systemctl start runspecd")

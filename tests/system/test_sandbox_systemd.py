@@ -30,6 +30,8 @@ TRAIN = (
     "train:\n  model: yolo9-t\n  epochs: EPOCHS\n  batch: 4\n  imgsz: 32\n  device: cpu\n"
     "  save_period: 1\n  args: {pretrained: false, workers: 0, eval_interval: 1}\n"
     "budget:\n  wall_clock: 15m\n"
+    # The container's two cores are the suite's too: one OpenMP thread (tests/conftest.py).
+    "env: {OMP_NUM_THREADS: 1}\n"
     "preflight: {matmul: false, collective: false, doctor: false, disk: 600MB}\n"
 )
 
