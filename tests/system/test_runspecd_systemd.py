@@ -3,6 +3,7 @@ kill, stop; and a whole run that ends with a `command` finish powering the conta
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -142,7 +143,13 @@ def test_system_shutdown_mid_run_pushes_the_newest_checkpoint_first(
     assert -1 < stopping < pushed < powered, journal[-3000:]
     data = runspecd_container.record("preempted")
     assert data["last_push"] is not None and data["last_push"]["epoch"] >= 2
-    assert (state / "pushed/preempted/weights/last.pt").is_file()
+    # The newest complete checkpoint went out: last.pt, or an epoch_N.pt of the same epoch when
+    # the push met LibreYOLO rewriting last.pt. The pushed record names it, whole.
+    volume = state / "pushed/preempted"
+    named = json.loads((volume / "runspec/record.json").read_text())["checkpoint"]
+    assert named["epoch"] == data["last_push"]["epoch"], named
+    weights = (volume / named["path"]).read_bytes()
+    assert hashlib.sha256(weights).hexdigest() == named["sha256"]
 
 
 def test_system_shutdown_while_not_training_does_not_wait_for_a_push(
