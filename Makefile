@@ -9,9 +9,9 @@ PYTEST_ARGS ?=
 # Many tests wait on real processes (a daemon, a deadline, a booted systemd): three workers
 # keep two cores busy (about 1.6 cores in use over the whole suite). Four were no faster
 # (1447 s; three took 1427 to 1513 s over nearly the same tree) and booted systemd containers
-# past their 60 s. The suite takes about 24 minutes of pytest on two cores, over its 15-minute
-# goal: most of its 2,490 s of CPU goes to real trainers and preflights, each of which
-# imports torch and torchvision.
+# past their 60 s. The suite takes about 22 minutes of pytest on two cores, over its 15-minute
+# goal: most of its 2,250 s of CPU goes to real trainers and preflights, each of which
+# imports torch and torchvision (about half of all the suite's CPU is those imports).
 PYTEST_WORKERS ?= 3
 
 .PHONY: demo test lint typecheck pytest bench gpu-check clean install venv

@@ -3,7 +3,8 @@
 The same tiny run (yolo9-t from scratch on the synthetic set, CPU) through runspec's launcher
 and trainer, and through `libreyolo train`, in alternating pairs. Prints each pair, the median
 wall-time ratio (goal: at most 1.05) and each side's peak RSS (the whole process tree, sampled).
-Each pair also times the whole `runspec run` (preflight child, staging, trainer, no push): its
+Each pair also times the whole `runspec run` (preflight child, staging, trainer, a push to a
+folder; a run with no push exits 3, its weights unverified): its
 ratio shows what the preflight's own torch import adds to a tiny run.
 
     .venv/bin/python bench/bench_trainer.py --pairs 5 --epochs 3
@@ -12,6 +13,7 @@ ratio shows what the preflight's own torch import adds to a tiny run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import shutil
@@ -89,6 +91,10 @@ def run_runspec(work: Path, data_yaml: Path, epochs: int, tag: str) -> tuple[flo
     handle = start(TrainJob.from_spec(spec, paths, data_yaml), paths)
     _, peak = _watch(handle.identity.pid, lambda: not handle.alive())
     wall = time.monotonic() - t0
+    # The launcher never waits for its trainer (it reads the result file): reap it here, or
+    # its CPU reaches RUSAGE_CHILDREN only whenever a later Popen happens to reap it.
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(handle.identity.pid, 0)
     result = handle.result()
     assert result is not None and result.outcome.value == "completed", result
     return wall, peak
@@ -110,6 +116,7 @@ train:
   args: {{pretrained: false, workers: 0, eval_interval: 1, patience: 0, amp: false}}
 budget: {{wall_clock: 1h}}
 preflight: {{doctor: false}}
+push: {{dir: {work / "pushed"}}}
 """
     )
     argv = [sys.executable, "-m", "runspec", "run", str(spec_file), "--state", str(work / "full")]
