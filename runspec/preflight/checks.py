@@ -17,7 +17,7 @@ from runspec.push.targets import kind_of
 from runspec.spec import modelnames as models
 from runspec.spec.model import Spec
 from runspec.store.paths import RunPaths
-from runspec.trainer.heavyimports import without_collector
+from runspec.trainer.heavyimports import heavy_imports
 from runspec.units import format_bytes
 
 TESTED_LIBREYOLO = "1.6.0"
@@ -29,7 +29,7 @@ HUB_TIMEOUT_S = 15.0
 def version_checks() -> list[CheckResult]:
     results = [passed("python", f"Python {sys.version.split()[0]}")]
     try:
-        with without_collector():
+        with heavy_imports():
             import torch
     except ImportError as exc:
         results.append(
@@ -41,7 +41,7 @@ def version_checks() -> list[CheckResult]:
         passed("torch", f"torch {torch.__version__} ({'CUDA ' + cuda if cuda else 'CPU-only'})")
     )
     try:
-        with without_collector():
+        with heavy_imports():
             import torchvision
             from torchvision.ops import nms
 
@@ -126,7 +126,7 @@ def doctor_check(data_yaml: Path, imgsz: int) -> CheckResult:
             f"the dataset is not staged yet ({data_yaml} missing): not checked",
             "the run checks it after staging; `runspec preflight` after a first stage checks it",
         )
-    with without_collector():
+    with heavy_imports():
         from libreyolo import doctor
         from libreyolo.doctor.config import DoctorError
 

@@ -20,7 +20,7 @@ from runspec.clock import human_duration
 from runspec.spec.model import BudgetFit, Spec
 from runspec.store.paths import RunPaths
 from runspec.trainer.control import TrainJob
-from runspec.trainer.heavyimports import without_collector
+from runspec.trainer.heavyimports import heavy_imports
 
 PROFILE_WARMUP = 2
 PROFILE_STEPS = 5
@@ -61,7 +61,7 @@ def _profile(
     spec: Spec, paths: RunPaths, data_yaml: Path, project: Path, warmup: int, steps: int
 ) -> dict[str, Any]:
     # torch and libreyolo, only when the profile is asked for
-    with without_collector():
+    with heavy_imports():
         from runspec.trainer.modelbuild import build_model, resolve_device  # noqa: PLC0415
 
     job = TrainJob.from_spec(spec, paths, data_yaml)

@@ -6,9 +6,9 @@ command line.
 
 import sys
 
-from runspec.trainer.heavyimports import without_collector
+from runspec.trainer.heavyimports import heavy_imports
 
-with without_collector():  # torch, torchvision and LibreYOLO, through the child
+with heavy_imports():  # torch, torchvision and LibreYOLO, through the child
     from runspec.trainer.child import main
 
 if __name__ == "__main__":

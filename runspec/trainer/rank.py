@@ -16,10 +16,10 @@ from typing import Any
 
 from runspec.budget import eval_interval_from_args
 from runspec.trainer.control import TrainJob
-from runspec.trainer.heavyimports import without_collector
+from runspec.trainer.heavyimports import heavy_imports
 from runspec.trainer.multinode import announce_stop, listen_for_stop, write_rank_error
 
-with without_collector():  # torch, torchvision and LibreYOLO
+with heavy_imports():  # torch, torchvision and LibreYOLO
     from runspec.trainer.child import StopControl, TrainingStopped, train_kwargs
     from runspec.trainer.modelbuild import build_model, resolve_device
 
