@@ -4,6 +4,7 @@ loaded here as plugins, so test modules never import one another."""
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,11 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 # per core, spinning while it waits) in each trainer, preflight and profile would fight the
 # others for them. A spec's own `env:` still wins in the processes it reaches.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# A suite started in the background by a shell without job control (`make test &`, nohup in
+# CI) inherits SIGINT ignored, and so would every process it starts: a Ctrl-C sent by a test
+# would do nothing. The commands are tested as a terminal starts them.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)

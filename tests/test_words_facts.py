@@ -8,15 +8,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from runspec.identity import ProcessIdentity
-from runspec.machine import watcher
 from runspec.run.accept import accept
 from runspec.spec.loader import load_spec
 from runspec.store.paths import StateLayout
 from runspec.store.state import RecordStore, RunStatus, Termination
+from tests.fixtures_daemon import end_leftovers, wait_until
 from tests.fixtures_run import SpecWriter, finish_run, start_run, wait_record
 from tests.test_machine_safety import ended, push_final, pushed, trained
 
@@ -91,15 +90,16 @@ def test_runspec_state_sets_the_state_folder_and_hints_carry_state_otherwise(
 def test_run_says_the_failsafe_it_leaves_armed_and_how_to_disarm_it(
     tmp_path: Path, write_spec: SpecWriter
 ) -> None:
-    spec = write_spec("armed", epochs=1, finish={"action": "none"})
+    spec = write_spec("armed", epochs=50, finish={"action": "none"})
     state = tmp_path / "state"
     paths = StateLayout(state).run_paths("armed")
     proc = start_run(spec, state)
     try:
-        wait_record(state, "armed", lambda r: r["status"] == "preflight", timeout=120)
+        wait_record(state, "armed", lambda r: r["status"] == "training", timeout=120)
         proc.send_signal(signal.SIGINT)
-        # Two signals before Python's handler runs count as one: the second comes after.
-        time.sleep(2)
+        # Two signals before Python's handler runs count as one: the second comes once the
+        # first has asked the trainer to stop, while it trains on to the epoch's end.
+        wait_until((paths.control_dir / "stop").exists, 60, "the first signal's stop")
         proc.send_signal(signal.SIGINT)  # the second: exit now, the run left unfinished
         _, out = finish_run(proc, timeout=300)
         ident = ProcessIdentity.from_json(json.loads(paths.failsafe_watch.read_text()))
@@ -112,7 +112,7 @@ def test_run_says_the_failsafe_it_leaves_armed_and_how_to_disarm_it(
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-        watcher.stop(paths)
+        end_leftovers(state)  # the watcher, and the trainer training on to its epoch's end
 
 
 def test_status_and_logs_of_a_finished_run_give_its_summary(
