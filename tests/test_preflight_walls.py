@@ -46,7 +46,7 @@ def test_the_preflight_child_walls_itself_in_before_its_checks(tmp_path: Path) -
     pid = child.proc.pid
     try:
         end = time.monotonic() + 120
-        while _status(pid).get("NoNewPrivs", "0").strip() != "1":
+        while _status(pid).get("NoNewPrivs", "0").strip() != "1":  # the last wall put up
             assert time.monotonic() < end and child.proc.poll() is None, child.proc.communicate()
             time.sleep(0.05)
         status = _status(pid)

@@ -104,8 +104,9 @@ def wall_in(hidden: Sequence[Path]) -> list[str]:
         return [f"no walls: {exc}"]
     refused = _hide(libc, hidden) if has_capability(CAP_SYS_ADMIN) else []
     refused += _drop_capabilities(libc)
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        refused.append(f"cannot refuse new privileges (errno {ctypes.get_errno()})")
     if not make_undumpable():
         refused.append("cannot make itself undumpable")
+    # Last, so that NoNewPrivs in /proc/PID/status says every wall is up.
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        refused.append(f"cannot refuse new privileges (errno {ctypes.get_errno()})")
     return refused
