@@ -7,11 +7,12 @@ BIN := $(VENV)/bin
 TORCH_PIN := torch==2.14.1 torchvision==0.29.1
 PYTEST_ARGS ?=
 # Many tests wait on real processes (a daemon, a deadline, a booted systemd): three workers
-# keep two cores busy (about 1.6 cores in use over the whole suite). Four were no faster
-# (1447 s; three took 1427 to 1513 s over nearly the same tree) and booted systemd containers
-# past their 60 s. The suite takes about 22 minutes of pytest on two cores, over its 15-minute
-# goal: most of its 2,250 s of CPU goes to real trainers and preflights, each of which
-# imports torch and torchvision (about half of all the suite's CPU is those imports).
+# keep two cores busy (about 1.5 cores in use over the whole suite). Four were hardly faster
+# (927 s against 949 s, one run each on the same clone; an earlier try booted systemd
+# containers past their 60 s).
+# The suite takes 16 minutes of pytest on two cores where `import torch` takes 1.5 s, 22 where
+# it takes 2.3 s, over its 15-minute goal: most of its 1,400 to 2,250 s of CPU goes to real
+# trainers (about 7 s each, LibreYOLO's imports and checkpoint writes the most of it).
 PYTEST_WORKERS ?= 3
 
 .PHONY: demo test lint typecheck pytest bench gpu-check clean install venv
