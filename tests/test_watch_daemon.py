@@ -30,7 +30,7 @@ def test_the_daemon_renews_and_ends_the_lease(
     assert daemon.wait(timeout=480) == 0, daemon.output
     lease = json.loads(hub_server.read_file("me/leased", "runspec/lease.json", repo_type="model"))
     assert lease["run"] == "leased" and lease["state"] == "finished"
-    assert lease["final_verified"] is True and lease["newest_verified"] == "epoch_2.pt"
+    assert lease["final_verified"] is True and lease["newest_verified"] == "last.pt"
     assert (lease["provider"], lease["instance"]) == ("vast", "77")
     assert "box-key" not in json.dumps(lease)
     messages = [m for _o, _f, m in hub_server.repo("me/leased").commits]

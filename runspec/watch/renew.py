@@ -34,13 +34,29 @@ FINAL_WAIT_S = 15.0  # the longest the final state's write (and one under way) i
 FINAL_TRIES = 3
 
 
-def newest_checkpoint(names: list[str]) -> str | None:
-    """The newest of checkpoint names: the highest epoch_N.pt, else last.pt, else best.pt."""
+def newest_pushed(names: list[str]) -> str | None:
+    """The newest checkpoint among a verified push's files, by name (the record keeps no
+    epoch per file): last.pt, rewritten every epoch, else the highest epoch_N.pt, else
+    best.pt. epoch_N.pt is written only every save_period epochs: with save_period 10 at
+    epoch 15, epoch_10.pt is five epochs older than last.pt."""
     plain = [Path(n).name for n in names if n.endswith(".pt")]
+    if "last.pt" in plain:
+        return "last.pt"
     epochs = [n for n in plain if n.startswith("epoch_") and n[6:-3].isdigit()]
     if epochs:
         return max(epochs, key=lambda n: int(n[6:-3]))
-    return next((n for n in ("last.pt", "best.pt") if n in plain), None)
+    return "best.pt" if "best.pt" in plain else None
+
+
+def newest_on_disk(weights: Path) -> str | None:
+    """The checkpoint of the run folder written last, whatever its name."""
+    found: list[tuple[float, str]] = []
+    for path in weights.glob("*.pt") if weights.is_dir() else []:
+        try:
+            found.append((path.stat().st_mtime, path.name))
+        except OSError:  # removed meanwhile (LibreYOLO rewrites by replacing)
+            continue
+    return max(found)[1] if found else None
 
 
 Where = tuple[Provider | None, str | None, str | None, str | None]
@@ -112,8 +128,6 @@ class LeaseRenewer:
         provider, instance, region = self._where
         self._arm_timer(record)
         now = self.clock.time()
-        weights = self.paths.run_dir / "weights"
-        local = sorted(p.name for p in weights.glob("*.pt")) if weights.is_dir() else []
         push = record.last_push
         deadline = None
         if record.deadline:
@@ -125,8 +139,8 @@ class LeaseRenewer:
             epoch=record.epoch,
             renewed_at=utc_iso(now),
             lease_s=self.interval,
-            newest_local=newest_checkpoint(local),
-            newest_verified=newest_checkpoint(push.files) if push else None,
+            newest_local=newest_on_disk(self.paths.run_dir / "weights"),
+            newest_verified=newest_pushed(push.files) if push else None,
             final_verified=bool(push and push.final),
             deadline=deadline,
             provider=provider,
