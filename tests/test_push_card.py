@@ -3,12 +3,22 @@ whole `runspec run`s of a tiny real training against the local Hub server."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from runspec.push.cardpush import push_card
+from runspec.push.dirtarget import DirTarget
+from runspec.push.hubrecord import push_first_card
+from runspec.push.report import prepare
+from runspec.run.accept import accept
+from runspec.spec.loader import load_accepted, load_spec
+from runspec.store.paths import StateLayout
+from runspec.store.state import RecordStore, RunStatus, Termination
 from tests.fixtures_run import SpecWriter, finish_run, record_of, start_run
 from tests.hubserver import HubServer
+from tests.test_machine_safety import pushed, trained
 
 
 def _run(write_spec: SpecWriter, hub_env: dict[str, str], name: str, epochs: int) -> str:
@@ -76,3 +86,26 @@ def test_a_run_that_made_no_weights_creates_no_repo_and_no_card(
     assert ("model", "me/noweights") not in hub_server.repos, out[-4000:]
     assert hub_server.count("create_repo") == 0
     assert "no weights were made: nothing pushed" in out
+
+
+def test_a_first_card_made_after_the_final_one_never_takes_its_place(
+    tmp_path: Path, write_spec: SpecWriter
+) -> None:
+    """The pusher's first card (after its first verified push, in its own thread) can be
+    written after the final push has drawn the final card: the card that goes out last is
+    still the final one (seen: the Hub kept the first card, the run "training")."""
+    state = tmp_path / "state"
+    accept(load_spec(write_spec("cards", push={"dir": str(tmp_path / "vol")})), state)
+    paths = StateLayout(state).run_paths("cards")
+    trained(paths, 1)
+    store = RecordStore(state)
+    record = pushed(store, "cards", Termination.COMPLETED)
+    spec = load_accepted(paths.spec_file)
+    target = DirTarget(tmp_path / "vol", "cards")
+    said: list[str] = []
+    prepare(spec, paths, record, said.append)  # the lifecycle's final card
+    training = replace(record, status=RunStatus.TRAINING, termination=None)
+    assert push_first_card(spec, paths, training, target, said.append)  # the pusher, late
+    assert push_card(target, paths, said.append, 60.0)  # the lifecycle's last commit
+    card = (tmp_path / "vol" / "cards" / "README.md").read_text()
+    assert "completed" in card and "training" not in card, card

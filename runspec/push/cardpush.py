@@ -10,6 +10,7 @@ offering weights that do not exist.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
 from runspec.push.collect import CARD
@@ -29,9 +30,14 @@ CARD_TIME_S = 5.0
 
 
 def push_card(
-    target: PushTarget, paths: RunPaths, say: Callable[[str], None], time_left: float
+    target: PushTarget,
+    paths: RunPaths,
+    say: Callable[[str], None],
+    time_left: float,
+    card: Path | None = None,
 ) -> bool:
-    """Push and verify the card; a failure is said and returned, never raised."""
+    """Push and verify the card (the final one unless `card` names another file) as the
+    target's README.md; a failure is said and returned, never raised."""
     if time_left < CARD_TIME_S:
         say(
             warning(
@@ -40,7 +46,7 @@ def push_card(
             )
         )
         return False
-    card = paths.model_card
+    card = card or paths.model_card
     try:
         digest = digest_file(card)
     except OSError as exc:

@@ -83,8 +83,8 @@ def push_first_card(
     cost = float(usd) if isinstance(usd, int | float) else None
     try:
         paths.report_dir.mkdir(parents=True, exist_ok=True)
-        write_text(paths.model_card, model_card(spec, paths, record, cost, False, []))
+        write_text(paths.first_card, model_card(spec, paths, record, cost, False, []))
     except OSError as exc:  # a full or read-only disk: the verified push it follows stands
         say(warning(f"no first model card: {one_line(exc)}; the final push brings one"))
         return False
-    return push_card(target, paths, say, FIRST_CARD_TIME_S)
+    return push_card(target, paths, say, FIRST_CARD_TIME_S, paths.first_card)

@@ -26,7 +26,8 @@
     failsafe.json            the failsafe timer armed for the run, and what it did
     transfer.json            the download, extraction or push under way (for `status`)
     report/                  what the final push carries besides the run folder: the
-                             training curves (curves.png) and the model card (README.md)
+                             training curves (curves.png) and the model card (README.md);
+                             the live run's first card (first-card.md), pushed apart
 """
 
 from __future__ import annotations
@@ -303,6 +304,11 @@ class RunPaths:
     @property
     def model_card(self) -> Path:
         return self.report_dir / "README.md"
+
+    @property
+    def first_card(self) -> Path:
+        """The card of a live run, apart from the final one the pusher's thread could race."""
+        return self.report_dir / "first-card.md"
 
     @property
     def weights_cache(self) -> Path:
