@@ -14,6 +14,9 @@ things inside them do no work the child needs (bench/bench_child_start.py measur
   with a function that imports the real module when it is first called; any other name loads
   the real module at once. Afterwards the stand-in is gone: `import torch._dynamo` and
   `torch.compile` (LibreYOLO's `compile=True`) load the real thing, as they would have.
+  The preflight child never needs it; a trainer loads it later anyway (torch.optim's
+  `add_param_group` imports it at its first call, and so does `libreyolo.models` through
+  torchvision's tv_tensors), so there the stand-in saves nothing and costs nothing.
 
 Only imports go inside: a check or a training step run inside would have its garbage frozen
 too, never freed.
