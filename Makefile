@@ -11,8 +11,8 @@ PYTEST_ARGS ?=
 # (927 s against 949 s, one run each on the same clone; an earlier try booted systemd
 # containers past their 60 s).
 # The suite takes 16 minutes of pytest on two cores where `import torch` takes 1.5 s, 22 where
-# it takes 2.3 s, over its 15-minute goal: most of its 1,400 to 2,250 s of CPU goes to real
-# trainers (about 7 s each, LibreYOLO's imports and checkpoint writes the most of it).
+# it takes 2.3 s, over its 15-minute goal: most of its CPU (25 minutes of it, by `time make
+# test` on a fresh clone) goes to real LibreYOLO training, each trainer importing torch first.
 PYTEST_WORKERS ?= 3
 
 .PHONY: demo test lint typecheck pytest bench gpu-check clean install venv

@@ -74,3 +74,21 @@ def test_a_real_torchdynamo_imported_inside_the_block_is_the_whole_module() -> N
         "print(type(sys.modules['torch._dynamo.utils']).__name__, type(counters).__name__)\n"
         "print(torch._dynamo.utils is sys.modules['torch._dynamo.utils'])\n"
     ) == ["module", "defaultdict", "True"]
+
+
+def test_the_weights_lookup_imports_libreyolos_families_without_the_collector() -> None:
+    """The preflight's weights check (pretrained weights, the default) imports every model
+    family LibreYOLO has, TorchDynamo with them: inside heavy_imports, as the child's other
+    heavy imports are (outside, the collector walked them: 0.3 s more per preflight)."""
+    assert _run(
+        "import sys\n"
+        "with heavy_imports():\n"
+        "    import torch, torchvision, libreyolo\n"
+        "from runspec.preflight.checks import _download_url\n"
+        "from runspec.spec.modelnames import weights_file\n"
+        "before = gc.get_freeze_count()\n"
+        "url, why = _download_url('yolo9-t', weights_file('yolo9-t'))\n"
+        "print(url is not None or why, gc.get_freeze_count() - before > 100_000)\n"
+        "utils = sys.modules['torch._dynamo.utils']\n"
+        "print(type(utils).__name__, 'libreyolo.models' in sys.modules)\n"
+    ) == ["True", "True", "module", "True"]

@@ -108,4 +108,4 @@ def test_a_first_card_made_after_the_final_one_never_takes_its_place(
     assert push_first_card(spec, paths, training, target, said.append)  # the pusher, late
     assert push_card(target, paths, said.append, 60.0)  # the lifecycle's last commit
     card = (tmp_path / "vol" / "cards" / "README.md").read_text()
-    assert "completed" in card and "training" not in card, card
+    assert "| ended | completed: test |" in card and "| ended | training" not in card, card

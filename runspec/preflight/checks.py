@@ -197,7 +197,9 @@ _WEIGHTS_FIX = "copy the weights file to {}, or set train.args.pretrained: false
 
 
 def _download_url(model: str, file: str) -> tuple[str | None, str]:
-    from libreyolo.cli import config
+    with heavy_imports():  # the lookup imports every family LibreYOLO has (libreyolo.models)
+        import libreyolo.models  # noqa: F401
+        from libreyolo.cli import config
 
     why = config.weight_unavailable_reason(model)
     if why is not None:
