@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+import zipfile
 from pathlib import Path
 
 import torch
@@ -53,6 +54,57 @@ def test_is_intact_refuses_a_flipped_byte(tmp_path: Path) -> None:
     _save_checkpoint(ckpt, 1)
     data = bytearray(ckpt.read_bytes())
     data[len(data) // 2] ^= 0xFF  # inside the tensor payload: only the CRC notices
+    ckpt.write_bytes(bytes(data))
+    assert not is_intact(ckpt)
+
+
+def _stdlib_verdict(path: Path) -> bool:
+    """What is_intact answered before it read stored members itself: the stdlib's testzip."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+            return any(n.endswith("data.pkl") for n in names) and archive.testzip() is None
+    except Exception:  # what the stdlib raises on a damaged archive varies
+        return False
+
+
+def test_is_intact_judges_every_damaged_copy_as_the_stdlibs_testzip_does(tmp_path: Path) -> None:
+    ckpt = tmp_path / "last.pt"
+    # Many members, as torch writes a real model: one per tensor, each behind its own header.
+    torch.save({f"layer{i}": torch.full((i + 1, 7), float(i)) for i in range(60)}, ckpt)
+    good = ckpt.read_bytes()
+    with zipfile.ZipFile(ckpt) as archive:
+        directory = archive.start_dir
+    assert is_intact(ckpt) and _stdlib_verdict(ckpt)
+    # A flipped byte at a spread of places (headers, names, payloads, the central directory)
+    # and at every byte of the first local header and of the end: never whole where the stdlib
+    # refuses, and the same verdict wherever members lie. In the central directory it may be
+    # stricter: a stored member whose two recorded sizes differ is refused.
+    positions = {*range(0, len(good), 97), *range(0, 120), *range(len(good) - 400, len(good))}
+    seen = {True: 0, False: 0}
+    for pos in sorted(positions):
+        damaged = bytearray(good)
+        damaged[pos] ^= 0x5A
+        ckpt.write_bytes(bytes(damaged))
+        verdict, ours = _stdlib_verdict(ckpt), is_intact(ckpt)
+        where = f"byte {pos} of {len(good)} (directory at {directory})"
+        assert verdict or not ours, f"{where}: whole to us, damaged to the stdlib"
+        if pos < directory:
+            assert ours == verdict, f"{where}: the stdlib says {verdict}"
+        seen[verdict] += 1
+    for cut in range(0, len(good), len(good) // 40):
+        ckpt.write_bytes(good[:cut])
+        assert not is_intact(ckpt), f"cut at {cut} of {len(good)}"
+    assert seen[False] > 50 and seen[True] > 10, seen  # both verdicts were exercised
+
+
+def test_is_intact_reads_a_compressed_archive_with_the_stdlibs_check(tmp_path: Path) -> None:
+    ckpt = tmp_path / "deflated.pt"
+    with zipfile.ZipFile(ckpt, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("archive/data.pkl", b"x" * 10_000)
+    assert is_intact(ckpt)
+    data = bytearray(ckpt.read_bytes())
+    data[60] ^= 0xFF  # inside the compressed payload
     ckpt.write_bytes(bytes(data))
     assert not is_intact(ckpt)
 

@@ -11,10 +11,13 @@ Stdlib only: the pusher and the daemon use this.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
+import struct
 import zipfile
+import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -27,13 +30,51 @@ _EPOCH_FILE = re.compile(r"^epoch_(\d+)\.pt$")
 def is_intact(path: Path) -> bool:
     """True when `path` is a complete torch checkpoint archive (every member's CRC matches)."""
     try:
-        with zipfile.ZipFile(path) as archive:
-            names = archive.namelist()
-            if not any(name.endswith("data.pkl") for name in names):
+        with path.open("rb") as raw, zipfile.ZipFile(raw) as archive:
+            members = archive.infolist()
+            if not any(member.filename.endswith("data.pkl") for member in members):
                 return False
-            return archive.testzip() is None
-    except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError):
+            if any(member.compress_type != zipfile.ZIP_STORED for member in members):
+                return archive.testzip() is None  # not torch's layout: the stdlib's own check
+            buffer = memoryview(bytearray(_CHUNK))
+            return all(_stored_member_sound(raw, member, buffer) for member in members)
+    except Exception:
+        # A damaged archive makes the stdlib's parser raise more than BadZipFile (a flipped
+        # version byte: NotImplementedError; a damaged extra field: struct.error): not whole.
         return False
+
+
+_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, then the name's and the extra's lengths
+_CHUNK = 1 << 22
+_FLAGS_REFUSED = 0x01 | 0x20 | 0x40  # encrypted, patched data, strong encryption
+
+
+def _stored_member_sound(
+    archive: io.BufferedReader, member: zipfile.ZipInfo, buffer: memoryview
+) -> bool:
+    """What `ZipFile.testzip` checks of one stored member (its local header names it, and its
+    bytes, all there, have the CRC the directory says), read in large chunks: torch writes one
+    member per tensor, thousands of them, and the stdlib's member-by-member reader was 2.8 times
+    slower on a 35 MB checkpoint (`bench/bench_checkpoint_check.py`)."""
+    if member.flag_bits & _FLAGS_REFUSED or member.file_size != member.compress_size:
+        return False  # as testzip refuses them; and a stored member's two sizes are one
+    name = member.orig_filename.encode("utf-8" if member.flag_bits & 0x800 else "cp437")
+    archive.seek(member.header_offset)
+    header = archive.read(_LOCAL_HEADER.size)
+    if len(header) != _LOCAL_HEADER.size:
+        return False
+    signature, name_len, extra_len = _LOCAL_HEADER.unpack(header)
+    if signature != b"PK\x03\x04" or name_len != len(name) or archive.read(name_len) != name:
+        return False
+    archive.seek(extra_len, os.SEEK_CUR)
+    remaining, crc = member.compress_size, 0
+    while remaining > 0:
+        got = archive.readinto(buffer[: min(remaining, len(buffer))])
+        if not got:
+            return False  # cut short
+        crc = zlib.crc32(buffer[:got], crc)
+        remaining -= got
+    return crc == member.CRC
 
 
 # Verdicts of is_intact for files whose identity and stat have not changed since: reading every
