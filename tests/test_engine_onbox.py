@@ -242,9 +242,18 @@ def test_a_hung_hub_still_lets_the_run_exit_within_dstacks_grace(
     )
     state = tmp_path / "state"
     proc = start_run(spec, state, {**hub_env, **DSTACK})
-    wait_record(state, "hung", lambda r: (r["last_push"] or {}).get("epoch", 0) >= 2, timeout=240)
+    pushed = wait_record(
+        state, "hung", lambda r: (r["last_push"] or {}).get("epoch", 0) >= 2, timeout=240
+    )["last_push"]["epoch"]
     trainer = json.loads((state / "jobs" / "hung" / "trainer.json").read_text())
     hub_server.fail("commit", "hang", times=10_000)  # it takes each commit and never answers
+    # A checkpoint newer than the verified one is written, and can no longer be verified (sent
+    # at once, the signal could find every checkpoint verified: that run rightly exits 75).
+    marker = state / "jobs" / "hung" / "control" / "epoch.json"
+    end = time.monotonic() + 120
+    while json.loads(marker.read_text())["epoch"] <= pushed:
+        assert time.monotonic() < end, f"no checkpoint past epoch {pushed} within 120 s"
+        time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
     signalled = time.monotonic()
     code, out = finish_run(proc, timeout=60)
