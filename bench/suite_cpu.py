@@ -1,0 +1,147 @@
+"""Where the test suite's CPU goes: every test's CPU, its own processes' and all they started.
+
+    .venv/bin/python bench/suite_cpu.py [pytest arguments]    (as root; default: the suite)
+
+The suite is bound by its two cores (its wall time is about its CPU over two), and most of that
+CPU is spent outside pytest, in `runspec run`s, daemons, trainers and preflight children that
+run detached, so `time` and pytest's durations do not show it. Here each xdist worker moves
+itself into a CPU-accounting cgroup of its own at its start; every process it starts stays in
+it, detached ones included, so the group's usage before and after a test is that test's CPU
+(a test leaves nothing running to count against the next). Not part of `make bench`: it runs
+the whole suite (about 25 minutes).
+
+Prints the total, then the files and the tests that took the most, with their wall time. The
+same module is the pytest plugin (`-p suite_cpu`) that writes one JSON line per test.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOTS = (Path("/sys/fs/cgroup/cpuacct"), Path("/sys/fs/cgroup"))  # cgroup v1, then v2
+OUT_ENV = "SUITE_CPU_DIR"
+REPO = Path(__file__).resolve().parent.parent
+
+
+class _Group:
+    def __init__(self, path: Path, v2: bool) -> None:
+        self.path, self.v2 = path, v2
+
+    def usage(self) -> float:
+        """CPU-seconds used by everything in the group so far."""
+        if self.v2:
+            for line in (self.path / "cpu.stat").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "usage_usec":
+                    return int(value) / 1e6
+            raise OSError(f"{self.path}/cpu.stat has no usage_usec")
+        return int((self.path / "cpuacct.usage").read_text()) / 1e9
+
+    def leave(self) -> None:
+        (self.path.parent / "cgroup.procs").write_text(str(os.getpid()))
+        with contextlib.suppress(OSError):  # something this worker started still runs
+            self.path.rmdir()
+
+
+def _join(name: str) -> _Group:
+    for root, v2 in ((ROOTS[0], False), (ROOTS[1], True)):
+        marker = root / ("cgroup.controllers" if v2 else "cpuacct.usage")
+        if not marker.exists():
+            continue
+        path = root / name
+        path.mkdir(exist_ok=True)
+        (path / "cgroup.procs").write_text(str(os.getpid()))
+        return _Group(path, v2)
+    raise OSError("no cpuacct (v1) or unified (v2) cgroup hierarchy under /sys/fs/cgroup")
+
+
+_group: _Group | None = None
+_out: Any = None
+
+
+def pytest_configure(config: Any) -> None:
+    global _group, _out
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None and config.getoption("numprocesses", None):
+        return  # xdist's controller: its workers count
+    worker = worker or "main"
+    _group = _join(f"runspec-suite-cpu-{worker}-{os.getpid()}")
+    _out = open(Path(os.environ[OUT_ENV]) / f"{worker}.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+
+
+def pytest_unconfigure(config: Any) -> None:
+    if _group is not None:
+        _group.leave()
+    if _out is not None:
+        _out.close()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: Any, nextitem: Any) -> Iterator[None]:
+    if _group is None:
+        yield
+        return
+    cpu, wall = _group.usage(), time.monotonic()
+    yield
+    row = {
+        "id": item.nodeid,
+        "cpu": round(_group.usage() - cpu, 2),
+        "wall": round(time.monotonic() - wall, 2),
+    }
+    _out.write(json.dumps(row) + "\n")
+    _out.flush()
+
+
+def report(rows: list[dict[str, Any]], wall: float, top: int = 25) -> None:
+    cpu = sum(r["cpu"] for r in rows)
+    print(f"{len(rows)} tests: {cpu:,.0f} CPU-s in {wall:,.0f} s of wall ({cpu / wall:.2f} cores)")
+    files: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0])
+    for r in rows:
+        f = files[r["id"].split("::")[0]]
+        f[0], f[1], f[2] = f[0] + r["cpu"], f[1] + r["wall"], f[2] + 1
+    print(f"\nthe {top} files that took the most CPU (CPU-s, test wall s, tests):")
+    for name, (c, w, n) in sorted(files.items(), key=lambda kv: -kv[1][0])[:top]:
+        print(f"{c:8.1f} {w:8.1f} {n:4d}  {name}")
+    print(f"\nthe {top} tests that took the most CPU (CPU-s, wall s):")
+    for r in sorted(rows, key=lambda r: -r["cpu"])[:top]:
+        print(f"{r['cpu']:8.1f} {r['wall']:8.1f}  {r['id']}")
+
+
+def main(argv: list[str]) -> int:
+    with tempfile.TemporaryDirectory(prefix="suite-cpu-") as out:
+        env = {
+            **os.environ,
+            OUT_ENV: out,
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(REPO / "bench"), os.environ.get("PYTHONPATH")])
+            ),
+        }
+        pytest_args = argv or ["-q", "-n", "3", "--dist", "worksteal"]
+        started = time.monotonic()
+        code = subprocess.call(
+            [sys.executable, "-m", "pytest", "-p", "suite_cpu", *pytest_args], cwd=REPO, env=env
+        )
+        wall = time.monotonic() - started
+        lines = [line for f in Path(out).glob("*.jsonl") for line in f.read_text().splitlines()]
+        rows = [json.loads(line) for line in lines]
+    if not rows:
+        print("no test was measured (is this root, with a cgroup hierarchy mounted?)")
+        return code or 1
+    report(rows, wall)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
