@@ -19,6 +19,7 @@ import yaml
 
 from runspec.clock import parse_utc_iso
 from runspec.machine.failsafe import GRACE_S
+from tests.fixtures_cpu import CpuCap
 from tests.fixtures_daemon import DaemonProc, drop, wait_until
 from tests.fixtures_providers import StandIn, VastInstance
 from tests.fixtures_run import base_spec, merge
@@ -104,6 +105,7 @@ def test_a_state_folder_that_stays_read_only_still_ends_the_machine_by_the_deadl
     hub_server: HubServer,
     standin: StandIn,
     provider_env: dict[str, str],
+    cpu_cap: CpuCap,
 ) -> None:
     daemon = daemon_beside(make_daemon, tmp_path)
     # A short budget (the machine's end comes at its deadline + overrun + the failsafe's
@@ -112,9 +114,13 @@ def test_a_state_folder_that_stays_read_only_still_ends_the_machine_by_the_deadl
     train = {"save_period": 60}  # only last.pt and best.pt: the disk check passes
     drop(daemon.inbox, "stuck.yaml", spec_yaml("stuck", 60, budget=budget, train=train))
     daemon.start(env=vast(standin, provider_env))
+    assert daemon.proc is not None
+    cpu_cap.hold(daemon.proc.pid)
     daemon.wait_ready()
     until(daemon, lambda: epoch(daemon, "stuck") >= 1 or "summary:" in daemon.output, "epoch 1")
     assert epoch(daemon, "stuck") >= 1, daemon.output
+    # Training until the deadline, on a slower machine from here: what counts is the end.
+    cpu_cap.limit(0.3)
     record = daemon.record("stuck") or {}
     deadline = parse_utc_iso(str(record["deadline"]))
     with read_only(daemon.state):

@@ -18,6 +18,7 @@ import pytest
 
 from runspec.clock import parse_utc_iso
 from runspec.trainer.checkpoints import is_intact
+from tests.fixtures_cpu import CpuCap
 from tests.fixtures_providers import StandIn, vast_answers_stopped
 from tests.fixtures_run import SpecWriter, finish_run, record_of, start_run, wait_record
 from tests.hubserver import HubServer
@@ -28,7 +29,11 @@ VAST_KEY = "vast-key-budget-test"
 
 
 def test_the_budget_stops_training_at_an_epoch_boundary_and_finishes_before_the_deadline(
-    tmp_path: Path, write_spec: SpecWriter, hub_server: HubServer, hub_env: dict[str, str]
+    tmp_path: Path,
+    write_spec: SpecWriter,
+    hub_server: HubServer,
+    hub_env: dict[str, str],
+    cpu_cap: CpuCap,
 ) -> None:
     touched = tmp_path / "finish-ran"
     spec = write_spec(
@@ -44,7 +49,11 @@ def test_the_budget_stops_training_at_an_epoch_boundary_and_finishes_before_the_
         finish={"action": "command", "command": ["touch", str(touched)]},
     )
     state = tmp_path / "state"
-    code, out = finish_run(start_run(spec, state, hub_env), timeout=180)
+    proc = start_run(spec, state, hub_env)
+    cpu_cap.hold(proc.pid)
+    wait_record(state, "budgeted", lambda r: r["epoch"] >= 1, timeout=120)
+    cpu_cap.limit(0.3)  # a slower machine from here: the budget still ends it in time
+    code, out = finish_run(proc, timeout=180)
     assert code == 0, out
     record = record_of(state, "budgeted")
     assert record["termination"] == "budget", out

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from runspec.clock import parse_utc_iso
+from tests.fixtures_cpu import CpuCap
 from tests.fixtures_daemon import end_leftovers
 from tests.fixtures_providers import StandIn, VastInstance
 from tests.fixtures_run import SpecWriter, start_run
@@ -88,6 +89,7 @@ def test_a_hung_box_is_stopped_after_lease_and_grace_and_never_destroyed(
     provider_env: dict[str, str],
     write_spec: SpecWriter,
     tmp_path: Path,
+    cpu_cap: CpuCap,
 ) -> None:
     box = VastInstance(standin)
     marker = secrets.token_hex(8)
@@ -100,11 +102,13 @@ def test_a_hung_box_is_stopped_after_lease_and_grace_and_never_destroyed(
     )
     state = tmp_path / "state"
     proc = start_run(spec, state, box_env(hub_env, provider_env, marker))
+    cpu_cap.hold(proc.pid)
     pids: set[int] = set()
     try:
         renewed = wait_lease(
             hub_server, "me/hung", lambda lease: lease["state"] == "training", proc
         )
+        cpu_cap.limit(0.3)  # it trains on until signalled: a slower machine does as well
         assert renewed["provider"] == "vast" and renewed["instance"] == "4242"
         assert "box-own-key" not in json.dumps(renewed)
         pids = box_pids(proc.pid, marker)
