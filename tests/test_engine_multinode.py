@@ -169,31 +169,12 @@ def wait_for_trainer(state: Path) -> psutil.Process:
     pytest.fail("node 1's trainer did not start torchrun within 120 s")
 
 
-def test_two_nodes_train_the_run_together_with_one_final_push(
+def test_two_nodes_train_the_run_together_and_a_stop_on_node_0_ends_node_1_well(
     tmp_path: Path, start_pair: Pair, hub_server: HubServer
 ) -> None:
-    node0, node1 = start_pair("pair", 2, _skypilot)
-    code0, out0 = finish_run(node0, timeout=500)
-    code1, out1 = finish_run(node1, timeout=120)
-    assert (code0, code1) == (0, 0), out0 + out1
-    assert "node 1 of 2: following node 0 at 127.0.0.1" in out1
-    console0 = next((tmp_path / "n0").rglob("console.log")).read_text()
-    console1 = next((tmp_path / "n1").rglob("console.log")).read_text()
-    # One run of two ranks (LibreYOLO logs on rank 0 only); node 1's rank trained to the end.
-    assert "DDP active: rank=0/2" in console0
-    assert "--node_rank=1" in console1 and "runspec.trainer: completed" in console1
-    # One final push, from node 0; node 1 pushed nothing and wrote no weights.
-    assert len(_final_commits(hub_server, "tester/pair")) == 1
-    assert "weights/last.pt" in hub_server.files("tester/pair")
-    assert not list((tmp_path / "n1").rglob("*.pt"))
-    assert "final push" not in out1 and "trainer started" in out1
-    assert not (tmp_path / "n1" / "jobs" / "pair" / "record.json").exists()
-
-
-def test_a_stop_on_node_0_ends_node_1_well(
-    tmp_path: Path, start_pair: Pair, hub_server: HubServer
-) -> None:
-    node0, node1 = start_pair("stopped", 30, _dstack)
+    """Under SkyPilot's node variables (the killed pair below, under dstack's, trains to the
+    end on both nodes)."""
+    node0, node1 = start_pair("stopped", 30, _skypilot)
     wait_record(tmp_path / "n0", "stopped", lambda r: r["epoch"] >= 1, timeout=400)
     cancel = subprocess.run(
         [*RUNSPEC, "cancel", "stopped", "--state", str(tmp_path / "n0")],
@@ -207,8 +188,19 @@ def test_a_stop_on_node_0_ends_node_1_well(
     code1, out1 = finish_run(node1, timeout=120)
     # A stop decided on node 0 is no failure on node 1: it heard it through the store.
     assert (code0, code1) == (0, 0), out0 + out1
+    assert "node 1 of 2: following node 0 at 127.0.0.1" in out1
     assert "node 0 stopped the run" in out1
+    console0 = next((tmp_path / "n0").rglob("console.log")).read_text()
+    console1 = next((tmp_path / "n1").rglob("console.log")).read_text()
+    # One run of two ranks (LibreYOLO logs on rank 0 only).
+    assert "DDP active: rank=0/2" in console0
+    assert "--node_rank=1" in console1
+    # One final push, from node 0; node 1 pushed nothing and wrote no weights.
     assert len(_final_commits(hub_server, "tester/stopped")) == 1
+    assert "weights/last.pt" in hub_server.files("tester/stopped")
+    assert not list((tmp_path / "n1").rglob("*.pt"))
+    assert "final push" not in out1 and "trainer started" in out1
+    assert not (tmp_path / "n1" / "jobs" / "stopped" / "record.json").exists()
 
 
 def test_a_node_that_dies_ends_node_0_with_its_newest_checkpoint_pushed(
