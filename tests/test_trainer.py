@@ -34,30 +34,6 @@ def _cut(path: Path) -> None:
         fh.truncate(path.stat().st_size // 3)
 
 
-def test_a_clean_run_completes_and_a_cut_last_pt_is_never_complete(tiny_job: TinyJob) -> None:
-    job, paths = tiny_job("clean", epochs=2)
-    handle = start(job, paths)
-    _finish(handle)
-
-    result = handle.result()
-    assert result is not None and result.outcome == TrainerOutcome.COMPLETED
-    assert result.exit_code == control.EXIT_COMPLETED == handle._proc.returncode  # type: ignore[union-attr]
-    assert result.epochs_completed == 2
-    seen = observe(paths.run_dir, paths.control_dir)
-    assert (seen.completed_epochs, seen.total_epochs) == (2, 2)
-    assert [row["epoch"] for row in seen.epochs] == [1, 2]
-    assert seen.train_loss is not None and seen.best_metric_name
-    complete = {c.relpath: c.epoch for c in complete_checkpoints(paths.run_dir, paths.control_dir)}
-    assert complete["weights/last.pt"] == 2 and complete["weights/epoch_2.pt"] == 2
-    assert (paths.run_dir / "console.log").read_text().strip()  # the trainer's output went there
-
-    # A last.pt cut short (as a SIGTERM mid-save leaves it) is never offered as complete.
-    _cut(paths.run_dir / "weights" / "last.pt")
-    complete_now = {c.relpath for c in complete_checkpoints(paths.run_dir, paths.control_dir)}
-    assert "weights/last.pt" not in complete_now and "weights/epoch_2.pt" in complete_now
-    assert newest_intact_checkpoint(paths.run_dir) == paths.run_dir / "weights" / "epoch_2.pt"
-
-
 def _assert_stopped_at_boundary(paths: RunPaths, handle: TrainerHandle, asked_after: int) -> str:
     _finish(handle)
     result = handle.result()
@@ -166,15 +142,29 @@ def test_a_resumed_auto_batch_run_keeps_the_batch_autobatch_picked(tiny_job: Tin
     assert train_kwargs(fixed, "0", callback)["batch"] == 8  # a given batch is the spec's
 
 
-def test_a_resume_from_a_checkpoint_holding_every_epoch_completes_and_vouches_for_it(
+def test_a_clean_run_completes_and_a_resume_from_its_every_epoch_completes_and_vouches_for_it(
     tiny_job: TinyJob,
 ) -> None:
-    """The trainer saved the last epoch's last.pt and died before its marker (a full disk, a
-    kill): LibreYOLO refuses to resume a run with nothing left to train, so that resume used
-    to fail the run. Now it completes, and the marker vouches for the weights to push."""
-    job, paths = tiny_job("alldone", epochs=2)
+    """A clean run; then, as though the trainer had saved the last epoch's last.pt and died
+    before its marker (a full disk, a kill), a resume from it: LibreYOLO refuses to resume a
+    run with nothing left to train, so that resume used to fail the run. Now it completes, and
+    the marker vouches for the weights to push. Last, a cut last.pt is never complete."""
+    job, paths = tiny_job("clean", epochs=2)
     handle = start(job, paths)
     _finish(handle)
+
+    result = handle.result()
+    assert result is not None and result.outcome == TrainerOutcome.COMPLETED
+    assert result.exit_code == control.EXIT_COMPLETED == handle._proc.returncode  # type: ignore[union-attr]
+    assert result.epochs_completed == 2
+    seen = observe(paths.run_dir, paths.control_dir)
+    assert (seen.completed_epochs, seen.total_epochs) == (2, 2)
+    assert [row["epoch"] for row in seen.epochs] == [1, 2]
+    assert seen.train_loss is not None and seen.best_metric_name
+    complete = {c.relpath: c.epoch for c in complete_checkpoints(paths.run_dir, paths.control_dir)}
+    assert complete["weights/last.pt"] == 2 and complete["weights/epoch_2.pt"] == 2
+    assert (paths.run_dir / "console.log").read_text().strip()  # the trainer's output went there
+
     marker = control.read_epoch_marker(paths.control_dir)
     assert marker is not None and marker.epoch == 2
     # As the trainer that died left it: the marker still says epoch 1 and vouches for nothing.
@@ -182,7 +172,7 @@ def test_a_resume_from_a_checkpoint_holding_every_epoch_completes_and_vouches_fo
     assert complete_checkpoints(paths.run_dir, paths.control_dir) == []
 
     last = paths.run_dir / "weights" / "last.pt"
-    resumed_job, _ = tiny_job("alldone", epochs=2, resume_from=last)
+    resumed_job, _ = tiny_job("clean", epochs=2, resume_from=last)
     second = start(resumed_job, paths)
     _finish(second)
     result = second.result()
@@ -190,3 +180,9 @@ def test_a_resume_from_a_checkpoint_holding_every_epoch_completes_and_vouches_fo
     assert result.epochs_completed == 2
     complete = {c.relpath: c.epoch for c in complete_checkpoints(paths.run_dir, paths.control_dir)}
     assert complete["weights/last.pt"] == 2
+
+    # A last.pt cut short (as a SIGTERM mid-save leaves it) is never offered as complete.
+    _cut(last)
+    complete_now = {c.relpath for c in complete_checkpoints(paths.run_dir, paths.control_dir)}
+    assert "weights/last.pt" not in complete_now and "weights/epoch_2.pt" in complete_now
+    assert newest_intact_checkpoint(paths.run_dir) == paths.run_dir / "weights" / "epoch_2.pt"
