@@ -134,6 +134,9 @@ def test_node_1_alone_trains_nothing_and_a_stop_signal_ends_it_and_its_torchrun(
     try:
         # Waiting for node 0 in torchrun's rendezvous: its trainer and torchrun are up.
         trainer = wait_for_trainer(tmp_path / "n1")
+        # It only starts torchrun, whose rank trains: it never loaded torch, which it would
+        # hold for the whole run.
+        assert not [m.path for m in trainer.memory_maps() if "libtorch" in m.path]
         tree = [trainer, *trainer.children(recursive=True)]
         node1.send_signal(signal.SIGTERM)
         code, out = finish_run(node1, timeout=120)

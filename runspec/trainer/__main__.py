@@ -6,10 +6,7 @@ command line.
 
 import sys
 
-from runspec.trainer.heavyimports import heavy_imports
-
-with heavy_imports():  # torch, torchvision and LibreYOLO, through the child
-    from runspec.trainer.child import main
+from runspec.trainer.child import main  # torch, torchvision and LibreYOLO come when it trains
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,6 +11,11 @@ pending exits at once.
 
 Before exiting it writes `<control_dir>/result.json` and exits with a code from
 runspec.trainer.control.
+
+torch and LibreYOLO are imported when training begins (inside `heavy_imports`), not with this
+module. A trainer of a run across nodes only starts torchrun, whose ranks train: it imports
+LibreYOLO only to fetch pretrained weights for them, and torch only for that or to read the
+checkpoint a resume starts from, so it does not hold them for the whole run.
 """
 
 from __future__ import annotations
@@ -29,8 +34,6 @@ from types import FrameType
 from typing import Any
 
 import yaml
-from libreyolo.cli.aliases import train_aliases
-from libreyolo.training.ddp_spawn import spawn_for_model
 
 from runspec.budget import eval_interval_from_args, validates
 from runspec.clock import SYSTEM, utc_iso
@@ -39,7 +42,7 @@ from runspec.store.locks import FileLock
 from runspec.store.offlimits import layout_of_control_dir, off_limits
 from runspec.trainer import control, firststep, markers, multinode
 from runspec.trainer.control import EpochMarker, FileStat, TrainerOutcome, TrainerResult, TrainJob
-from runspec.trainer.modelbuild import build_model, resolve_device, weights_ref
+from runspec.trainer.heavyimports import heavy_imports
 
 # A hidden option for the tests: route training through LibreYOLO's multi-GPU coordinator with
 # this many CPU ranks, so the path production takes with `device: "0,1,..."` runs without GPUs.
@@ -148,6 +151,10 @@ def resumed_batch(job: TrainJob) -> int:
 
 
 def train_kwargs(job: TrainJob, device: str, callback: StopControl) -> dict[str, Any]:
+    from libreyolo.cli.aliases import train_aliases  # LibreYOLO: when training begins
+
+    from runspec.trainer.modelbuild import weights_ref
+
     aliases = train_aliases(job.args.get("task"))
     kwargs: dict[str, Any] = {aliases.get(k, k): v for k, v in job.args.items()}
     kwargs.pop("pretrained", None)  # handled when the model is built
@@ -205,7 +212,8 @@ def _error_of(exc: BaseException) -> tuple[str, str]:
 def trained_epochs(checkpoint: Path) -> int | None:
     """How many epochs the checkpoint's run had trained, as LibreYOLO counts them when it
     resumes (its `epoch` + 1); None when the file says nothing readable."""
-    import torch
+    with heavy_imports():
+        import torch
 
     try:
         state = torch.load(checkpoint, map_location="cpu", weights_only=False, mmap=True)
@@ -267,16 +275,25 @@ def run(job: TrainJob, job_file: Path | None = None) -> TrainerResult:
     if finished is not None:
         return finished
     try:
-        device = resolve_device(job.device)
         pretrained = job.args.get("pretrained", True)
         nodes = os.environ.get(multinode.NODES_ENV, "").strip()
         if nodes and job_file is not None:
-            # The ranks build their own models: this one, on the CPU, only fetches the weights
-            # once for them, and no spare copy sits on rank 0's GPU for the whole run.
-            build_model(job, "cpu", pretrained)
+            # The ranks build their own models. This one only fetches pretrained weights once
+            # for them (on the CPU: no spare copy sits on rank 0's GPU for the whole run); a
+            # model from scratch has nothing to fetch, nor has a resume (the ranks load its
+            # checkpoint), and then LibreYOLO is never imported here.
+            if pretrained is not False and job.resume_from is None:
+                with heavy_imports():
+                    from runspec.trainer.modelbuild import build_model
+                build_model(job, "cpu", pretrained)
             multinode.torchrun_train(job_file, ctl, nodes)
             results = None
         else:
+            with heavy_imports():
+                from libreyolo.training.ddp_spawn import spawn_for_model
+
+                from runspec.trainer.modelbuild import build_model, resolve_device
+            device = resolve_device(job.device)
             model = build_model(job, device, pretrained)
             _exit_after_training(model)
             kwargs = train_kwargs(job, device, callback)
