@@ -17,6 +17,7 @@ same module is the pytest plugin (`-p suite_cpu`) that writes one JSON line per 
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import subprocess
@@ -56,7 +57,8 @@ class _Group:
                 return
             except OSError:
                 time.sleep(0.1)
-        print(f"suite_cpu: {self.path} still holds {(self.path / 'cgroup.procs').read_text()}")
+        left = (self.path / "cgroup.procs").read_text().split()
+        (Path(os.environ[OUT_ENV]) / f"{self.path.name}.left").write_text(" ".join(left))
 
 
 def _join(name: str) -> _Group:
@@ -123,6 +125,32 @@ def report(rows: list[dict[str, Any]], wall: float, top: int = 25) -> None:
         print(f"{r['cpu']:8.1f} {r['wall']:8.1f}  {r['id']}")
 
 
+def _cmdline(pid: str) -> str:
+    try:
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
+    except OSError:
+        return f"{pid} (ended)"
+
+
+def _report_left(left: Path) -> None:
+    """A worker's group still held processes when the worker ended: a test left them running
+    (or they were on their way out). Said, with what they are; the group goes once empty."""
+    for root in ROOTS:
+        group = root / left.stem
+        if not group.is_dir():
+            continue
+        for _ in range(50):
+            with contextlib.suppress(OSError):
+                group.rmdir()
+                return
+            time.sleep(0.1)
+        pids = (group / "cgroup.procs").read_text().split()
+        shown = [_cmdline(pid) for pid in pids]
+        print(f"suite_cpu: {group} still holds {len(pids)} processes: {shown}")
+
+
 def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="suite-cpu-") as out:
         env = {
@@ -138,6 +166,8 @@ def main(argv: list[str]) -> int:
             [sys.executable, "-m", "pytest", "-p", "suite_cpu", *pytest_args], cwd=REPO, env=env
         )
         wall = time.monotonic() - started
+        for left in Path(out).glob("*.left"):
+            _report_left(left)
         lines = [line for f in Path(out).glob("*.jsonl") for line in f.read_text().splitlines()]
         rows = [json.loads(line) for line in lines]
     if not rows:
