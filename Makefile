@@ -6,14 +6,14 @@ BIN := $(VENV)/bin
 # the CI machines' disk). Install torch first, as the LibreYOLO docs say, then the rest.
 TORCH_PIN := torch==2.14.1 torchvision==0.29.1
 PYTEST_ARGS ?=
-# Many tests wait on real processes (a daemon, a deadline, a booted systemd): three workers
-# keep two cores busy (about 1.5 cores in use over the whole suite). Four were hardly faster
-# (927 s against 949 s, one run each on the same clone; an earlier try booted systemd
-# containers past their 60 s).
-# The suite takes 16 minutes of pytest on two cores where `import torch` takes 1.5 s, 22 where
-# it takes 2.3 s, over its 15-minute goal: most of its CPU (25 minutes of it, by `time make
-# test` on a fresh clone) goes to real LibreYOLO training, each trainer importing torch first.
-PYTEST_WORKERS ?= 3
+# Many tests wait on real processes (a daemon, a deadline, a booted systemd, a run capped at a
+# slower machine's CPU): four workers keep two cores busier than three (1.85 cores against
+# 1.72 on average, 1,181 s against 1,249 s of pytest: one run each of bench/suite_cpu.py on
+# the same clone; before the capped runs, four were no faster).
+# The suite is bound by its CPU (2,150 CPU-s by bench/suite_cpu.py, which counts the detached
+# trainers and daemons that `time` misses), over its 15-minute goal on two cores where
+# `import torch` takes 2.3 s: most of it goes to real LibreYOLO runs, each importing torch.
+PYTEST_WORKERS ?= 4
 
 .PHONY: demo test lint typecheck pytest bench gpu-check clean install venv
 

@@ -160,7 +160,7 @@ def main(argv: list[str]) -> int:
                 filter(None, [str(REPO / "bench"), os.environ.get("PYTHONPATH")])
             ),
         }
-        pytest_args = argv or ["-q", "-n", "3", "--dist", "worksteal"]
+        pytest_args = argv or ["-q", "-n", "4", "--dist", "worksteal"]  # as make test
         started = time.monotonic()
         code = subprocess.call(
             [sys.executable, "-m", "pytest", "-p", "suite_cpu", *pytest_args], cwd=REPO, env=env

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 # process a test starts (a few hundred `runspec` commands and daemons) would compile runspec's
 # own modules from source again; the isolated children (`python -I`) write it anyway.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-# Two cores shared by three workers and everything they start: torch's OpenMP pool (one thread
+# Two cores shared by four workers and everything they start: torch's OpenMP pool (one thread
 # per core, spinning while it waits) in each trainer, preflight and profile would fight the
 # others for them. A spec's own `env:` still wins in the processes it reaches.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
