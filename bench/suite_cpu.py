@@ -51,14 +51,28 @@ class _Group:
 
     def leave(self) -> None:
         (self.path.parent / "cgroup.procs").write_text(str(os.getpid()))
-        for _ in range(50):  # a process of the last test may still be on its way out
-            try:
-                self.path.rmdir()
-                return
-            except OSError:
-                time.sleep(0.1)
-        left = (self.path / "cgroup.procs").read_text().split()
-        (Path(os.environ[OUT_ENV]) / f"{self.path.name}.left").write_text(" ".join(left))
+        note = _note_of(self.path.name)
+        if _removed(self.path):
+            note.unlink()
+        else:
+            note.write_text((self.path / "cgroup.procs").read_text())
+
+
+def _note_of(name: str) -> Path:
+    """Beside the results, one file per worker's group while it stands: the runner removes
+    what a worker could not (its worker ended first, or a test's processes were still in it)."""
+    return Path(os.environ[OUT_ENV]) / f"{name}.group"
+
+
+def _removed(group: Path) -> bool:
+    """Remove the group once empty, waiting 5 s at most: a process of the last test may still
+    be on its way out."""
+    for _ in range(50):
+        with contextlib.suppress(OSError):
+            group.rmdir()
+            return True
+        time.sleep(0.1)
+    return False
 
 
 def _join(name: str) -> _Group:
@@ -84,6 +98,7 @@ def pytest_configure(config: Any) -> None:
         return  # xdist's controller: its workers count
     worker = worker or "main"
     _group = _join(f"runspec-suite-cpu-{worker}-{os.getpid()}")
+    _note_of(_group.path.name).write_text("")
     _out = open(Path(os.environ[OUT_ENV]) / f"{worker}.jsonl", "a", encoding="utf-8")  # noqa: SIM115
 
 
@@ -134,21 +149,17 @@ def _cmdline(pid: str) -> str:
         return f"{pid} (ended)"
 
 
-def _report_left(left: Path) -> None:
-    """A worker's group still held processes when the worker ended: a test left them running
-    (or they were on their way out). Said, with what they are; the group goes once empty."""
-    for root in ROOTS:
-        group = root / left.stem
-        if not group.is_dir():
-            continue
-        for _ in range(50):
-            with contextlib.suppress(OSError):
-                group.rmdir()
-                return
-            time.sleep(0.1)
-        pids = (group / "cgroup.procs").read_text().split()
+def _sweep(note: Path) -> None:
+    """A worker's group its worker did not remove: said when it still held a test's processes
+    (with what they are, if they still run), then removed once they are out."""
+    pids = note.read_text().split()
+    if pids:
         shown = [_cmdline(pid) for pid in pids]
-        print(f"suite_cpu: {group} still holds {len(pids)} processes: {shown}")
+        print(f"suite_cpu: {note.stem} held {len(shown)} processes after its last test: {shown}")
+    for root in ROOTS:
+        group = root / note.stem
+        if group.is_dir() and not _removed(group):
+            print(f"suite_cpu: {group} is left: {(group / 'cgroup.procs').read_text().split()}")
 
 
 def main(argv: list[str]) -> int:
@@ -166,8 +177,8 @@ def main(argv: list[str]) -> int:
             [sys.executable, "-m", "pytest", "-p", "suite_cpu", *pytest_args], cwd=REPO, env=env
         )
         wall = time.monotonic() - started
-        for left in Path(out).glob("*.left"):
-            _report_left(left)
+        for note in Path(out).glob("*.group"):
+            _sweep(note)
         lines = [line for f in Path(out).glob("*.jsonl") for line in f.read_text().splitlines()]
         rows = [json.loads(line) for line in lines]
     if not rows:

@@ -46,45 +46,48 @@ class CpuCap:
             (self.group / "cpu.cfs_period_us").write_text(str(_PERIOD_US))
             (self.group / "cpu.cfs_quota_us").write_text(str(quota))
 
-    def pids(self) -> list[int]:
-        if self.group is None:
-            return []
-        return [int(p) for p in (self.group / "cgroup.procs").read_text().split()]
-
     def release(self) -> None:
         """Uncap what is left (the test's own teardown ends it) and remove the group."""
         if self.group is None:
             return
         parent = self.group.parent / "cgroup.procs"
-        for pid in self.pids():
+        for pid in (self.group / "cgroup.procs").read_text().split():
             with contextlib.suppress(OSError):  # it ended meanwhile
                 parent.write_text(str(pid))
         with contextlib.suppress(OSError):
             self.group.rmdir()
 
 
+def _own_group() -> tuple[Path, bool] | None:
+    """This process's own CPU cgroup folder, and whether it is cgroup v2; None without one.
+    The cap's group goes under it: where the CPU controller shares a hierarchy with what counts
+    this process's CPU (cgroup v2, or v1's cpu and cpuacct mounted together, as Docker does),
+    the capped processes are still counted (bench/suite_cpu.py)."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(",") and (_V1 / "cgroup.procs").exists():
+            return _V1 / path.lstrip("/"), False
+        if controllers == "" and (_V2 / "cgroup.controllers").exists():
+            return _V2 / path.lstrip("/"), True
+    return None
+
+
 def _make_group(name: str) -> CpuCap:
-    if (_V1 / "cgroup.procs").exists():
-        candidates = [(_V1, False)]
-    elif (_V2 / "cgroup.controllers").exists():
-        # Under this process's own group, so what counts its CPU (bench/suite_cpu.py) still
-        # counts the capped processes; where that group holds processes itself, v2 gives it
-        # no controllers for children, and the test runs uncapped.
-        own = Path("/proc/self/cgroup").read_text().split("0::", 1)[-1].strip()
-        candidates = [(_V2 / own.lstrip("/"), True)]
-    else:
-        candidates = []
-    for root, v2 in candidates:
-        group = root / name
-        try:
-            group.mkdir()
-            if v2 and not (group / "cpu.max").exists():
-                group.rmdir()  # the cpu controller is not delegated here
-                continue
-        except OSError:
-            continue
-        return CpuCap(group, v2)
-    return CpuCap(None, False)
+    own = _own_group()
+    if own is None:
+        return CpuCap(None, False)
+    parent, v2 = own
+    group = parent / name
+    try:
+        group.mkdir()
+    except OSError:
+        return CpuCap(None, False)
+    if v2 and not (group / "cpu.max").exists():
+        # The cpu controller is not delegated here (v2 gives none to the children of a group
+        # that holds processes itself).
+        group.rmdir()
+        return CpuCap(None, False)
+    return CpuCap(group, v2)
 
 
 @pytest.fixture
