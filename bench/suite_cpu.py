@@ -114,12 +114,14 @@ def pytest_runtest_protocol(item: Any, nextitem: Any) -> Iterator[None]:
     if _group is None:
         yield
         return
-    cpu, wall = _group.usage(), time.monotonic()
+    cpu, wall, started = _group.usage(), time.monotonic(), time.time()
     yield
     row = {
         "id": item.nodeid,
         "cpu": round(_group.usage() - cpu, 2),
         "wall": round(time.monotonic() - wall, 2),
+        "start": round(started, 2),
+        "worker": _group.path.name,
     }
     _out.write(json.dumps(row) + "\n")
     _out.flush()
@@ -138,6 +140,14 @@ def report(rows: list[dict[str, Any]], wall: float, top: int = 25) -> None:
     print(f"\nthe {top} tests that took the most CPU (CPU-s, wall s):")
     for r in sorted(rows, key=lambda r: -r["cpu"])[:top]:
         print(f"{r['cpu']:8.1f} {r['wall']:8.1f}  {r['id']}")
+    # The tail: when each worker ran out of tests, and what each ran last (a long test left
+    # for the end keeps the suite waiting on one worker while the cores idle).
+    first = min(r["start"] for r in rows)
+    print("\neach worker's last test (s from the first test's start, CPU-s, wall s):")
+    for worker in sorted({r["worker"] for r in rows}):
+        last = max((r for r in rows if r["worker"] == worker), key=lambda r: r["start"] + r["wall"])
+        end = last["start"] + last["wall"] - first
+        print(f"{end:8.0f} {last['cpu']:8.1f} {last['wall']:8.1f}  {last['id']}")
 
 
 def _cmdline(pid: str) -> str:
