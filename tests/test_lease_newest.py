@@ -29,3 +29,11 @@ def test_the_newest_pushed_is_last_pt_then_the_highest_epoch_then_best() -> None
     )
     assert newest_pushed(["weights/best.pt", "results.csv"]) == "best.pt"
     assert newest_pushed(["README.md"]) is None
+
+
+def test_a_pushed_name_that_only_looks_numbered_is_no_epoch_and_breaks_nothing() -> None:
+    # The trainer runs code nobody here wrote and names its files itself: a superscript or a
+    # circled digit passes str.isdigit() but not int(), and a lease renewal must not die of it.
+    for odd in ("epoch_².pt", "epoch_①.pt", "epoch_٣.pt", "epoch_.pt", "epoch_-1.pt"):
+        assert newest_pushed([f"weights/{odd}", "weights/best.pt"]) == "best.pt", odd
+    assert newest_pushed(["weights/epoch_².pt", "weights/epoch_7.pt"]) == "epoch_7.pt"

@@ -12,7 +12,6 @@ makes a live run findable.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,9 +25,9 @@ from runspec.spec.model import Spec
 from runspec.store.atomic import write_text
 from runspec.store.paths import RunPaths
 from runspec.store.state import RunRecord
+from runspec.trainer.checkpoints import epoch_number
 from runspec.voice import warning
 
-_EPOCH_FILE = re.compile(r"^weights/epoch_(\d+)\.pt$")
 # The resumable checkpoints besides weights/epoch_N.pt (1), ranked for a tie in epochs.
 _PREFERRED = {"weights/last.pt": 2, "weights/best.pt": 0}
 # A first card is a few kilobytes: it gets what a final card gets when the budget is short.
@@ -44,10 +43,15 @@ def newest_checkpoint(entries: Sequence[ManifestEntry]) -> ManifestEntry | None:
     checkpoint: resuming from the older one would train an epoch again, and a push with no
     last.pt at all would leave nothing to resume from. On a tie: last.pt, then epoch_N.pt,
     then best.pt."""
-    found = [e for e in entries if e.path in _PREFERRED or _EPOCH_FILE.match(e.path)]
+    found = [e for e in entries if e.path in _PREFERRED or _is_epoch_file(e.path)]
     if not found:
         return None
     return max(found, key=lambda e: (e.epoch or 0, _PREFERRED.get(e.path, 1)))
+
+
+def _is_epoch_file(path: str) -> bool:
+    folder, _, name = path.rpartition("/")
+    return folder == "weights" and epoch_number(name) is not None
 
 
 def budget_start(record: RunRecord) -> str | None:

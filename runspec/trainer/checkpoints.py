@@ -24,7 +24,16 @@ from pathlib import Path
 from runspec.store.atomic import fsync_dir
 from runspec.trainer.control import EpochMarker, FileStat, read_epoch_marker, write_epoch_marker
 
-_EPOCH_FILE = re.compile(r"^epoch_(\d+)\.pt$")
+# ASCII digits only: str.isdigit() and re's \d also take a superscript or another script's
+# digits, which LibreYOLO never writes and int() may refuse (the trainer names its own files).
+_EPOCH_FILE = re.compile(r"epoch_([0-9]+)\.pt", re.ASCII)
+
+
+def epoch_number(name: str) -> int | None:
+    """N of LibreYOLO's `epoch_N.pt` (a file's name, without its folder); None for any other
+    name. The one reading of that name: the pusher, the resume and the lease use it."""
+    match = _EPOCH_FILE.fullmatch(name)
+    return int(match.group(1)) if match else None
 
 
 def is_intact(path: Path) -> bool:
@@ -113,8 +122,8 @@ class CheckpointFile:
 
 
 def _epoch_of(relpath: str, marker_epoch: int) -> int:
-    match = _EPOCH_FILE.match(Path(relpath).name)
-    return int(match.group(1)) if match else marker_epoch
+    number = epoch_number(Path(relpath).name)
+    return marker_epoch if number is None else number
 
 
 def _stat_or_none(path: Path) -> FileStat | None:
@@ -215,9 +224,9 @@ def _epoch_files_newest_first(weights_dir: Path) -> list[Path]:
     except OSError:
         return []
     for path in entries:
-        match = _EPOCH_FILE.match(path.name)
-        if match:
-            numbered.append((int(match.group(1)), path))
+        number = epoch_number(path.name)
+        if number is not None:
+            numbered.append((number, path))
     return [path for _, path in sorted(numbered, reverse=True)]
 
 

@@ -25,6 +25,7 @@ from runspec.spec.model import Spec
 from runspec.store.atomic import write_json_atomic
 from runspec.store.paths import RunPaths
 from runspec.store.state import RecordStore, RunRecord
+from runspec.trainer.checkpoints import epoch_number
 from runspec.voice import warning
 from runspec.watch.lease import VOUCH_LEASES, HubLease, Lease, LeaseError
 
@@ -42,9 +43,9 @@ def newest_pushed(names: list[str]) -> str | None:
     plain = [Path(n).name for n in names if n.endswith(".pt")]
     if "last.pt" in plain:
         return "last.pt"
-    epochs = [n for n in plain if n.startswith("epoch_") and n[6:-3].isdigit()]
+    epochs = [(number, n) for n in plain if (number := epoch_number(n)) is not None]
     if epochs:
-        return max(epochs, key=lambda n: int(n[6:-3]))
+        return max(epochs)[1]
     return "best.pt" if "best.pt" in plain else None
 
 
