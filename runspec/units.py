@@ -25,6 +25,13 @@ _SIZE_UNITS = {
 SIZE_PATTERN = r"^\d+(\.\d+)?(MB|GB|TB|MiB|GiB|TiB)$"
 
 
+def plain_int(text: str) -> int | None:
+    """A whole number in ASCII digits (no sign, no space, no dot), else None. The one reading
+    of a number that comes from outside (a file, a server, the environment, an argument):
+    str.isdigit() also takes superscripts and circled digits, which int() then refuses."""
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
 def bare_number(text: str) -> str:
     """Why a number written without a unit is refused where a duration goes, and the fix."""
     if re.fullmatch(r"\d+(\.\d+)?", text):

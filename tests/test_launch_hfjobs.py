@@ -173,7 +173,7 @@ def test_an_unreachable_hub_is_said_so_and_nothing_is_launched(
     )
 
 
-@pytest.mark.parametrize("attempts", ["0", "-1", "x"])
+@pytest.mark.parametrize("attempts", ["0", "-1", "x", "²", "١"])  # isdigit() takes the last two
 def test_attempts_are_a_small_positive_number(
     tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str], attempts: str
 ) -> None:

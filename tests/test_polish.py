@@ -44,6 +44,10 @@ def test_cuda_n_is_a_device_and_a_bare_duration_suggests_minutes(tmp_path: Path)
 def test_checkpoints_are_listed_in_natural_order() -> None:
     files = ["weights/epoch_10.pt", "weights/last.pt", "weights/epoch_2.pt", "weights/best.pt"]
     assert summary_weights(files) == " (best.pt, epoch_2.pt, epoch_10.pt, last.pt)"
+    # A name the trainer chose whose digits int() refuses (a superscript, a circled digit)
+    # sorts as text: it never crashes the summary.
+    odd = ["weights/1²", "weights/①.pt", "weights/epoch_3.pt"]
+    assert summary_weights(odd) == " (1², epoch_3.pt, ①.pt)"
 
 
 def test_install_refuses_a_root_that_is_not_there_and_names_the_next_command(

@@ -10,6 +10,7 @@ from runspec.commands import add_format, print_json
 from runspec.commands.export import add_plan_arguments, plan_from
 from runspec.errors import Outcome, RunspecError
 from runspec.hubreach import unreachable
+from runspec.units import plain_int
 
 
 class JobRefused(RunspecError):
@@ -17,9 +18,10 @@ class JobRefused(RunspecError):
 
 
 def _attempts(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 10:
+    attempts = plain_int(text)
+    if attempts is None or not 1 <= attempts <= 10:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of attempts from 1 to 10")
-    return int(text)
+    return attempts
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

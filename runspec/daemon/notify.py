@@ -10,6 +10,8 @@ import logging
 import os
 import socket
 
+from runspec.units import plain_int
+
 log = logging.getLogger("runspec.daemon")
 
 
@@ -21,7 +23,7 @@ class Notifier:
         pid = env.get("WATCHDOG_PID", "")
         # WATCHDOG_PID, when set, says which process the watchdog is meant for.
         mine = not pid or pid == str(os.getpid())
-        self.watchdog_usec = int(usec) if usec.isdigit() and mine else 0
+        self.watchdog_usec = (plain_int(usec) or 0) if mine else 0
         self._last_status = ""
 
     @property

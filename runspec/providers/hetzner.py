@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from runspec.providers.base import GONE, Action, Provider, ProviderError
+from runspec.units import plain_int
 
 
 class Hetzner(Provider):
@@ -36,7 +37,7 @@ class Hetzner(Provider):
     def identify(self) -> str:
         resp = self.http.request("GET", f"{self.metadata}/instance-id", timeout=3.0)
         server = resp.text.strip()
-        if not server.isdigit():
+        if plain_int(server) is None:
             raise ProviderError(f"hetzner: the metadata server gave no server id ({server[:40]!r})")
         return server
 

@@ -14,6 +14,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from runspec.units import plain_int
+
 
 @dataclass(frozen=True)
 class Holder:
@@ -35,7 +37,8 @@ def this_command() -> str:
 
 def _parse(text: str) -> Holder | None:
     pid_text, _, command = text.strip().partition(" ")
-    return Holder(int(pid_text), command.strip()) if pid_text.isdigit() else None
+    pid = plain_int(pid_text)
+    return None if pid is None else Holder(pid, command.strip())
 
 
 class FileLock:

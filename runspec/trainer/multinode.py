@@ -28,6 +28,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from runspec.units import plain_int
+
 NODES_ENV = "RUNSPEC_TORCHRUN"  # torchrun's node options, space separated
 RENDEZVOUS_ENV = "RUNSPEC_RENDEZVOUS_TIMEOUT"
 DEFAULT_RENDEZVOUS = 600
@@ -44,7 +46,7 @@ class TorchrunFailed(RuntimeError):
 
 def rendezvous_timeout() -> int:
     raw = os.environ.get(RENDEZVOUS_ENV, "").strip()
-    return int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_RENDEZVOUS
+    return plain_int(raw) or DEFAULT_RENDEZVOUS  # unset, 0 or not a number: the default
 
 
 def _rank_error_file(control_dir: Path, rank: int) -> Path:

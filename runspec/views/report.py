@@ -14,7 +14,7 @@ from runspec.store.paths import RunPaths
 from runspec.store.state import RunRecord, Termination
 from runspec.trainer.firststep import time_to_first_step
 from runspec.trainer.observer import read_epochs
-from runspec.units import format_bytes
+from runspec.units import format_bytes, plain_int
 from runspec.views.epochline import metric_name
 from runspec.voice import ERROR, Said
 
@@ -35,8 +35,8 @@ def push_target(spec: Spec, paths: RunPaths) -> str:
 
 def natural(name: str) -> tuple[tuple[int, int | str], ...]:
     """A sort key that orders numbers as numbers: epoch_2.pt before epoch_10.pt."""
-    parts = re.split(r"(\d+)", name)
-    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p)
+    parts = re.split(r"([0-9]+)", name)
+    return tuple((1, p) if (n := plain_int(p)) is None else (0, n) for p in parts if p)
 
 
 def summary_weights(files: list[str]) -> str:
