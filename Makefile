@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # slower machine's CPU): four workers keep two cores busier than three (1.85 cores against
 # 1.72 on average, 1,181 s against 1,249 s of pytest: one run each of bench/suite_cpu.py on
 # the same clone; before the capped runs, four were no faster).
-# The suite is bound by its CPU (1,360 CPU-s by bench/suite_cpu.py, which counts the detached
+# The suite is bound by its CPU (1,358 CPU-s by bench/suite_cpu.py, which counts the detached
 # trainers and daemons that `time` misses; 777 s of pytest, 1.75 cores busy, on two cores
 # where `import torch` takes 2.4 s): most of it goes to real LibreYOLO runs, each importing
 # torch. Starting the long tests first, one per worker, was slower (803 s): it is not done.

@@ -161,9 +161,9 @@ def test_a_run_whose_budget_cannot_hold_its_epochs_is_given_the_fitted_schedule(
     state = tmp_path / "state"
     proc = start_run(spec, state)
     cpu_cap.hold(proc.pid)
-    # The fit is made from the profile before training; once training is under way, a slower
-    # machine (what counts is that the fitted count is the one trained to, and the budget's
-    # stop guards the rest; at full speed it burned a core for the whole budget).
+    # The fit comes from the profile, before training. Once training is under way the run goes
+    # on at a slower machine's pace: what counts is that the fitted count is the one trained
+    # to (the budget's stop guards the rest); at full speed it burned a core for its budget.
     wait_record(
         state, "squeezed", lambda r: r.get("epoch", 0) >= 1 or r["status"] == "finished", 300
     )

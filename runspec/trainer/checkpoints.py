@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import shutil
 import struct
 import zipfile
@@ -23,17 +22,16 @@ from pathlib import Path
 
 from runspec.store.atomic import fsync_dir
 from runspec.trainer.control import EpochMarker, FileStat, read_epoch_marker, write_epoch_marker
-
-# ASCII digits only: str.isdigit() and re's \d also take a superscript or another script's
-# digits, which LibreYOLO never writes and int() may refuse (the trainer names its own files).
-_EPOCH_FILE = re.compile(r"epoch_([0-9]+)\.pt", re.ASCII)
+from runspec.units import plain_int
 
 
 def epoch_number(name: str) -> int | None:
     """N of LibreYOLO's `epoch_N.pt` (a file's name, without its folder); None for any other
-    name. The one reading of that name: the pusher, the resume and the lease use it."""
-    match = _EPOCH_FILE.fullmatch(name)
-    return int(match.group(1)) if match else None
+    name, one with N in other than ASCII digits too (the trainer names its own files). The one
+    reading of that name: the pusher, the resume and the lease use it."""
+    if not (name.startswith("epoch_") and name.endswith(".pt")):
+        return None
+    return plain_int(name.removeprefix("epoch_").removesuffix(".pt"))
 
 
 def is_intact(path: Path) -> bool:
