@@ -137,3 +137,48 @@ def test_the_failsafe_watcher_outlives_runspec_and_stops_the_machine(
     fired = json.loads(paths.failsafe_file.read_text())["fired"]
     assert fired["result"]["action"] == "stop" and fired["result"]["ok"]
     assert "the run is still training past deadline + overrun" in paths.failsafe_log.read_text()
+
+
+def test_detach_starts_from_a_folder_that_holds_a_folder_named_runspec(tmp_path: Path) -> None:
+    """The folder above an editable checkout, or /etc after `runspec install`: `python -m
+    runspec` there would import the checkout's folder (no __main__) and the box would bill
+    with no daemon; every child runspec starts is isolated from the caller's folder."""
+    state, inbox, here = tmp_path / "state", tmp_path / "inbox", tmp_path / "above"
+    inbox.mkdir(mode=0o700)
+    (here / "runspec").mkdir(parents=True)  # a checkout named runspec: no __main__ in it
+    (here / "runspec" / "README.md").write_text("not the package\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    runspec = str(Path(sys.executable).with_name("runspec"))
+    started = subprocess.run(
+        [
+            runspec,
+            "daemon",
+            "--detach",
+            "--state",
+            str(state),
+            "--inbox",
+            str(inbox),
+            "--env-file",
+            str(tmp_path / "no-env"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=here,
+        env=env,
+        check=False,
+    )
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert "runspecd started: pid" in started.stdout
+    pid = int((state / "runspecd.pid").read_text())
+    stopped = subprocess.run(
+        [runspec, "daemon", "--stop", "--state", str(state)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=here,
+        env=env,
+        check=False,
+    )
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    wait_until(lambda: not psutil.pid_exists(pid), timeout=60, what="the daemon to exit")

@@ -83,6 +83,7 @@ def run(args: argparse.Namespace) -> Outcome:
 def _detach(state: Path, as_json: bool) -> Outcome:
     """Start this same command without --detach in a session of its own, wait until it holds
     the state folder, and leave it running."""
+    from runspec.childpython import isolated
     from runspec.clock import SYSTEM
     from runspec.errors import RunspecError
     from runspec.store.hint import command
@@ -103,7 +104,7 @@ def _detach(state: Path, as_json: bool) -> Outcome:
     state.mkdir(parents=True, exist_ok=True, mode=0o700)
     with layout.daemon_log.open("ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "runspec", *argv],
+            isolated(sys.executable, "runspec", *argv),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from runspec.childpython import isolated
 from runspec.clock import human_duration
 from runspec.dataset import safetar, streamtar
 from runspec.dataset.datayaml import allows_download, check_data_yaml
@@ -288,11 +289,21 @@ def _stage_synthetic(
     if out.exists():
         shutil.rmtree(out)
     root.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        sys.executable, "-m", "runspec.dataset.synthetic", str(out),
-        "--train", str(cfg.train), "--val", str(cfg.val), "--imgsz", str(cfg.imgsz),
-        "--classes", str(cfg.classes), "--seed", str(cfg.seed),
-    ]  # fmt: skip
+    cmd = isolated(
+        sys.executable,
+        "runspec.dataset.synthetic",
+        str(out),
+        "--train",
+        str(cfg.train),
+        "--val",
+        str(cfg.val),
+        "--imgsz",
+        str(cfg.imgsz),
+        "--classes",
+        str(cfg.classes),
+        "--seed",
+        str(cfg.seed),
+    )
     progress(f"generating a synthetic dataset in {out}")
     try:
         proc = subprocess.run(

@@ -27,13 +27,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from runspec.childpython import isolated
 from runspec.dataset.staging import expected_data_yaml
 from runspec.secrets.secretenv import child_environ, hub_token, preflight_needs_hub_token
 from runspec.spec.model import Spec
 from runspec.store.paths import RunPaths
 from runspec.trainer.control import TrainJob
 from runspec.trainer.trainerunit import (
-    isolated,
     sandbox_properties,
     setenv_args,
     systemctl,

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from runspec.childpython import isolated
 from runspec.push.card import model_card
 from runspec.spec.model import Spec
 from runspec.store.atomic import write_text
@@ -29,13 +30,9 @@ def libreyolo_plots(run_dir: Path) -> list[str]:
 def draw_curves(spec: Spec, paths: RunPaths, say: Callable[[str], None]) -> bool:
     """The curves PNG in the report folder; False (said why) when none could be drawn."""
     title = f"{spec.name}: {spec.train.model}"
-    cmd = [
-        sys.executable,
-        "-m",
-        "runspec.trainer.curves",
-        str(paths.run_dir),
-        str(paths.curves_png),
-    ]
+    cmd = isolated(
+        sys.executable, "runspec.trainer.curves", str(paths.run_dir), str(paths.curves_png)
+    )
     try:
         proc = subprocess.run(
             [*cmd, "--title", title],

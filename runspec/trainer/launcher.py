@@ -28,6 +28,7 @@ from pathlib import Path
 
 import psutil
 
+from runspec.childpython import isolated
 from runspec.clock import SYSTEM, Clock
 from runspec.identity import ProcessIdentity
 from runspec.store.atomic import write_text
@@ -39,7 +40,6 @@ from runspec.trainer.trainerunit import (
     POLL,
     START_TIMEOUT,
     LaunchError,
-    isolated,
     job_needs_hub_token,
     main_pid,
     open_log,

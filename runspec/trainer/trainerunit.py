@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from runspec.childpython import RUNSPEC_CODE, isolated
 from runspec.clock import SYSTEM
 from runspec.errors import RunspecError
 from runspec.secrets.secretenv import child_environ, hub_token, trainer_needs_hub_token
@@ -70,20 +71,6 @@ def job_needs_hub_token(job: TrainJob) -> bool:
 # `python -I` (no folder the trainer can write on its import path: neither its working
 # directory, nor PYTHONPATH, nor a user site) and then runspec's own code by its explicit path:
 # a dataset that planted a `runspec/` package somewhere cannot have it run.
-_BOOT = (
-    "import runpy, sys; sys.path.insert(0, sys.argv[1]); module = sys.argv[2]; "
-    "sys.argv = [module, *sys.argv[3:]]; "
-    # alter_sys: `__main__` is the module, as with -m, so DDP's spawned ranks can import it.
-    "runpy.run_module(module, run_name='__main__', alter_sys=True)"
-)
-RUNSPEC_CODE = str(Path(__file__).resolve().parent.parent.parent)
-
-
-def isolated(python: str, module: str, *args: str) -> list[str]:
-    """The command that runs `python -m module args` isolated, with runspec's code explicit."""
-    return [python, "-I", "-c", _BOOT, RUNSPEC_CODE, module, *args]
-
-
 def trainer_env(job: TrainJob, *, with_token: bool) -> dict[str, str]:
     """What the trainer's environment holds, by either route (unit or session)."""
     env = child_environ(os.environ, hub_token=with_token)
