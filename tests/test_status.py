@@ -208,6 +208,9 @@ def test_logs_tells_the_story_in_time_order_with_the_traceback(tmp_path: Path) -
     ]
     last3 = runspec_cli("logs", "gamma", "-n", "3", "--state", str(state))
     assert last3.stdout.splitlines() == out.stdout.splitlines()[-3:]
+    # More lines asked for than the story has: the whole story, nothing dropped.
+    more = runspec_cli("logs", "gamma", "-n", "10", "--state", str(state))
+    assert more.stdout.splitlines() == out.stdout.splitlines()
     as_json = runspec_cli("logs", "gamma", "-n", "1", "--json", "--state", str(state))
     assert json.loads(as_json.stdout) == {
         "time": "2026-11-30T10:00:20+00:00",

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> Outcome:
     if args.lines is not None:
         summary = summary[max(0, len(summary) - args.lines) :]
         keep = args.lines - len(summary)
-        first = first[len(first) - keep :] if keep else []
+        first = first[max(0, len(first) - keep) :] if keep > 0 else []
     show(first)
     while args.follow and not ended:
         SYSTEM.sleep(FOLLOW_POLL)
