@@ -139,3 +139,33 @@ def test_submit_of_a_file_past_the_limit_reads_no_further(tmp_path: Path) -> Non
         out.stdout
     )
     assert list(inbox.iterdir()) == []
+
+
+def test_submit_with_no_daemon_running_says_so_and_its_hints_work(tmp_path: Path) -> None:
+    """Nothing picks the spec up until a daemon runs: submit says so and names how to start
+    one, instead of suggesting `logs` and `cancel`, which would answer "no run named"."""
+    state = tmp_path / "state"
+    (state / "inbox").mkdir(parents=True, mode=0o700)
+    state.chmod(0o700)
+    spec = tmp_path / "lonely.yaml"
+    spec.write_text(spec_text("lonely"))
+    out = _run(sys.executable, "-m", "runspec", "submit", str(spec), "--state", str(state))
+    assert out.returncode == 0, out.stderr
+    assert "no daemon is running on" in out.stdout
+    assert "runspec daemon --detach" in out.stdout and "systemctl start runspecd" in out.stdout
+    assert "logs lonely" not in out.stdout
+    # The hint it gives instead works now: the spec is shown waiting in the inbox.
+    status = _run(sys.executable, "-m", "runspec", "status", "lonely", "--state", str(state))
+    assert status.returncode == 0, status.stderr
+    assert "lonely.yaml" in status.stdout and "waiting" in status.stdout
+    mistyped = _run(sys.executable, "-m", "runspec", "status", "--state", str(state) + "x")
+    assert mistyped.returncode == 2 and "no state folder" in mistyped.stderr
+    as_json = _run(
+        sys.executable, "-m", "runspec", "submit", "--json", str(spec), "--state", str(state)
+    )
+    assert as_json.returncode == 2  # already waiting
+    (state / "inbox" / "lonely.yaml").unlink()
+    as_json = _run(
+        sys.executable, "-m", "runspec", "submit", "--json", str(spec), "--state", str(state)
+    )
+    assert json.loads(as_json.stdout)["daemon_running"] is False

@@ -87,6 +87,11 @@ def run(args: argparse.Namespace) -> Outcome:
     if args.hub:
         return _hub(args)
     state = state_dir(args)
+    if not state.is_dir():  # a mistyped --state is no folder, not an idle machine
+        raise UsageError(
+            f"no state folder {state}: check --state (or RUNSPEC_STATE); "
+            "on a new machine, `sudo runspec install` makes it"
+        )
     inbox = _inbox(args, state)
     store = RecordStore(state)
     while True:
@@ -101,6 +106,10 @@ def run(args: argparse.Namespace) -> Outcome:
         rows += [damaged_info(d, state) for d in scan.damaged]
         if args.name:
             rows = [r for r in rows if r["name"] == args.name]
+            # A spec submitted under this name and not yet taken (no daemon yet, or a queue).
+            if not rows:
+                queued = waiting(inbox) + rejected(inbox, now, True)
+                rows = [r for r in queued if Path(r["name"]).stem == args.name]
             if not rows:
                 raise UsageError(f"no run named {args.name!r} in {state}")
         else:

@@ -93,7 +93,9 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.spec.yamlload import too_big
     from runspec.store.atomic import write_bytes
     from runspec.store.hint import command
-    from runspec.store.paths import provenance_sidecar
+    from runspec.store.owner import daemon_holder
+    from runspec.store.paths import StateLayout, provenance_sidecar
+    from runspec.voice import warning
 
     # The same reader as the inbox's: a FIFO or a device is refused at once, and nothing is
     # read past the size limit (`runspec submit /dev/zero` must not eat the machine's memory).
@@ -129,8 +131,18 @@ def run(args: argparse.Namespace) -> Outcome:
     sidecar = provenance_sidecar(inbox, target.name)
     write_bytes(sidecar, json.dumps(provenance, indent=2).encode())
     write_bytes(target, data)
+    state = state_dir(args)
+    running = daemon_holder(StateLayout(state)) is not None
     if args.format == "json":
-        print_json({"submitted": True, "name": spec.name, "inbox_file": str(target), **provenance})
+        print_json(
+            {
+                "submitted": True,
+                "name": spec.name,
+                "inbox_file": str(target),
+                "daemon_running": running,
+                **provenance,
+            }
+        )
     else:
         git = provenance.get("git")
         where = ""
@@ -140,9 +152,18 @@ def run(args: argparse.Namespace) -> Outcome:
         if resumed is not None:
             print(printable(resumed))
         print(printable(f"submitted {spec.name}{where} -> {target}"))
-        state = state_dir(args)
-        print(
-            f"follow it with: {command(f'status {spec.name}', state)}   "
-            f"(or {command(f'logs {spec.name} -f', state)})"
-        )
+        if running:
+            print(
+                f"follow it with: {command(f'status {spec.name}', state)}   "
+                f"(or {command(f'logs {spec.name} -f', state)})"
+            )
+        else:
+            print(
+                warning(
+                    f"no daemon is running on {state}: the spec waits in the inbox until one "
+                    "starts (`sudo systemctl start runspecd`, or "
+                    f"`{command('daemon --detach', state)}` in a container without systemd); "
+                    f"{command(f'status {spec.name}', state)} shows it waiting"
+                )
+            )
     return Outcome.OK
