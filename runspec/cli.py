@@ -46,6 +46,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("validate", "validate", "check specs (files or folders, recursively)"),
     ("schema", "schema", "print the run spec's JSON Schema (for editors)"),
     ("cost", "cost", "what the run and the idle machine will cost; stop vs destroy"),
+    ("plan", "plan", "what each spec would do and cost: for a pull request (text, json, markdown)"),
     ("preflight", "preflight", "check this machine against this spec, without training"),
     ("run", "run", "the whole lifecycle in the foreground, no daemon"),
     ("export", "export", "the spec as a SkyPilot or dstack task file (the engine rents)"),
