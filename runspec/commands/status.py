@@ -80,6 +80,7 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.store.paths import StateLayout
     from runspec.store.state import RecordStore, RunStatus
     from runspec.views.finished import finished_summary
+    from runspec.views.followview import following
     from runspec.views.inboxview import rejected, waiting
     from runspec.views.runinfo import damaged_info, info
     from runspec.views.statustable import table
@@ -121,6 +122,8 @@ def run(args: argparse.Namespace) -> Outcome:
                 sys.stdout.write("\x1b[H\x1b[2J")
             daemon = daemon_holder(StateLayout(state))
             print(f"runspecd: {'running, ' + str(daemon) if daemon else 'not running'} ({state})")
+            for line in following(state):
+                print(printable_lines(line))
             # Run folders and file names come from specs: escaped, so none drives the terminal.
             print(printable_lines(table(rows)) if rows else "no runs under way")
             if args.name and (summary := finished_summary(state, args.name)) is not None:

@@ -4,11 +4,14 @@ defaults. Command-line options override the file; unknown keys are errors so typ
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from runspec.alerts import URL_FORM, URL_HINT
+from runspec.daemon.follow import FollowSpec
+from runspec.daemon.gitmirror import check_branch, check_remote
 from runspec.errors import UsageError
 from runspec.spec.model import FinishAction, FinishSpec
 from runspec.spec.rules import check_rules
@@ -34,6 +37,7 @@ KNOWN_KEYS = (
     "shutdown_push_timeout",
     "writable",
     "notify",
+    "follow",
 )
 
 
@@ -64,6 +68,8 @@ class DaemonConfig:
     writable: tuple[Path, ...] = ()
     # Notification URLs for runs whose spec has no `notify:`, and for the idle finish.
     notify: tuple[str, ...] = ()
+    # Repositories whose specs the daemon runs (runspec.daemon.follow).
+    follow: tuple[FollowSpec, ...] = ()
     source: Path | None = None  # the file it was read from, None for defaults
 
     @property
@@ -116,6 +122,37 @@ def _notify(raw: Any, where: str) -> tuple[str, ...]:
         if not URL_FORM.match(url):
             raise ConfigError(f"{where}: notify: {url!r} is not a notification URL ({URL_HINT})")
     return tuple(raw)
+
+
+FOLLOW_KEYS = ("repo", "branch", "path", "every")
+
+
+def _follow(raw: Any, at: Callable[[str], str]) -> tuple[FollowSpec, ...]:
+    """`follow:` a list of {repo, branch, path, every}; each checked before any git runs."""
+    if raw is None:
+        return ()
+    where = at("follow")
+    if not isinstance(raw, list):
+        raise ConfigError(f"{where}: follow must be a list of {{repo: URL, branch: main}}")
+    out = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict) or not isinstance(item.get("repo"), str):
+            raise ConfigError(f"{where}: follow[{i}] needs `repo:` (a git URL)")
+        unknown = [k for k in item if k not in FOLLOW_KEYS]
+        if unknown:
+            hint = did_you_mean(str(unknown[0]), FOLLOW_KEYS)
+            raise ConfigError(f"{where}: follow[{i}]: unknown key {unknown[0]!r}{hint}")
+        branch, folder = str(item.get("branch", "main")), str(item.get("path", "specs"))
+        for why in (check_remote(item["repo"]), check_branch(branch)):
+            if why:
+                raise ConfigError(f"{where}: follow[{i}]: {why}")
+        if folder.startswith(("/", "-")) or ".." in folder.split("/") or not folder.strip("/"):
+            raise ConfigError(f"{where}: follow[{i}]: path {folder!r} is a folder in the repo")
+        every = _duration(item.get("every", "1m"), f"{where}: follow[{i}]", "every") or 60.0
+        if every < 10:
+            raise ConfigError(f"{where}: follow[{i}]: every is at least 10s")
+        out.append(FollowSpec(item["repo"], branch, folder.strip("/"), every))
+    return tuple(out)
 
 
 def _path(raw: Any, base: Path) -> Path:
@@ -222,6 +259,7 @@ def load_config(
         shutdown_push_timeout=dur("shutdown_push_timeout") or 240.0,
         writable=_writable(raw.get("writable"), at("writable")),
         notify=_notify(raw.get("notify"), at("notify")),
+        follow=_follow(raw.get("follow"), at),
         source=source,
     )
 
@@ -245,4 +283,9 @@ DEFAULT_CONFIG_TEXT = """\
 #                                  # HF_HOME); then `runspec install` and restart runspecd
 # notify: [ntfy://my-topic]        # apprise URLs for runs whose spec has no notify: (and the
 #                                  # idle finish); secrets as ${NAME}, set in /etc/runspec/env
+# follow:                          # run the specs committed to a branch, each blob once
+#   - repo: https://github.com/acme/experiments.git   # or ssh, git@host:path, file:///...
+#     branch: main
+#     path: specs                  # the folder whose *.yaml are specs
+#     every: 1m                    # how often the branch is read
 """

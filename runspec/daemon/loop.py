@@ -8,6 +8,7 @@ themselves belong to `RunKeeper` (runspec.daemon.runs).
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import signal
@@ -21,6 +22,7 @@ from typing import Any
 from runspec.clock import SYSTEM, Clock
 from runspec.daemon import perms
 from runspec.daemon.config import DaemonConfig, load_config
+from runspec.daemon.follow import Follower
 from runspec.daemon.inbox import Inbox, Outcome
 from runspec.daemon.notify import Notifier
 from runspec.daemon.runs import RunKeeper
@@ -81,6 +83,8 @@ class Daemon:
         self._last_refresh = 0.0
         self._queued_count = 0
         self._read_only: str | None = None  # the error a read-only state folder gave, said once
+        self.follower: Follower | None = None
+        self._follow_jobs: list[str] = []
 
     # -- flags (signal handlers only set these) ------------------------------------------
     def _on_term(self, signum: int, frame: FrameType | None) -> None:
@@ -116,10 +120,36 @@ class Daemon:
         self.runs.rearm_idle_finish()
         self._report(self.inbox.recover_claimed())
         self.inbox.start()
+        self._arm_follow()
         self.progress(f"runspecd: watching {self.cfg.inbox} (state {self.cfg.state})")
         self.notifier.ready(self.status_text())
 
+    def _arm_follow(self) -> None:
+        """A timed read of each followed repository, the first at once (runspec.daemon.follow);
+        with --once, one read before the queue is worked, so its specs are in it."""
+        for job_id in self._follow_jobs:
+            self.timers.cancel(job_id)
+        self._follow_jobs = []
+        if self.follower is not None:
+            self.follower.close()
+        self.follower = None
+        if not self.cfg.follow:
+            return
+        self.follower = Follower(
+            self.cfg.follow, self.cfg.state, self.cfg.inbox, self.clock, self.progress
+        )
+        for follow in self.cfg.follow:
+            if self.once:
+                self.follower.poll(follow)
+                continue
+            job_id = f"follow-{follow.key}"
+            job = functools.partial(self.follower.start_poll, follow)
+            self.timers.every(job_id, follow.every, job, self.clock.time())
+            self._follow_jobs.append(job_id)
+
     def close(self) -> None:
+        if self.follower is not None:
+            self.follower.close()
         self.runs.settle_lease()
         self.inbox.stop()
         self.timers.close()
@@ -228,6 +258,7 @@ class Daemon:
             self.inbox.incomplete_wait = self.cfg.incomplete_wait
             self.inbox.settle = self.cfg.inbox_settle
             self.timers.every(RESCAN_ID, self.cfg.rescan_every, self.inbox.scan)
+            self._arm_follow()
         except Exception as exc:  # a bad edit keeps the old config running
             self.progress(error(f"runspecd: config reload failed, keeping the old one: {exc}"))
         self.inbox.scan()

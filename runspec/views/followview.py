@@ -1,0 +1,34 @@
+"""`runspec status`'s lines for the repositories the daemon follows (runspec.daemon.follow
+writes what each read came to): where each branch stands, a repository that cannot be read,
+and each spec that was refused, with its position."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+FOLLOW_STATUS = ("follow", "status.json")  # under the state folder (runspec.daemon.follow)
+
+
+def following(state: Path) -> list[str]:
+    try:
+        loaded = json.loads(state.joinpath(*FOLLOW_STATUS).read_text())
+    except (OSError, ValueError):
+        return []
+    lines = []
+    for item in loaded.values() if isinstance(loaded, dict) else ():
+        if not isinstance(item, dict):
+            continue
+        where = f"{item.get('repo')}@{item.get('branch')}:{item.get('path')}"
+        if item.get("error"):
+            lines.append(f"following {where}: cannot read it ({item['error']}), retrying")
+        else:
+            commit = str(item.get("commit") or "")[:12]
+            lines.append(
+                f"following {where}: at {commit}, {item.get('specs', 0)} specs, "
+                f"read {item.get('read_at')}"
+            )
+        rejected = item.get("rejected")
+        for why in rejected.values() if isinstance(rejected, dict) else ():
+            lines.append(f"  refused: {why}")
+    return lines

@@ -1,0 +1,200 @@
+"""The daemon follows a git repository (a real bare one, `file://`, and a real daemon): each
+committed spec blob is queued once, whatever restarts; a broken spec is reported with its
+position and runs nothing; a spec deleted while its run trains cancels it, pushed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runspec.daemon.config import ConfigError, load_config
+from runspec.daemon.follow import read_status
+from runspec.daemon.gitmirror import _environ
+from tests.fixtures_daemon import DaemonProc, runspec_cli, spec_text, wait_until
+from tests.test_daemon_runs import TRAIN_BOUND, tiny
+
+BOUND = 120.0
+
+
+class Upstream:
+    """A bare repository on this machine and a clone that commits and pushes to it."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.bare = tmp / "experiments.git"
+        self.work = tmp / "checkout"
+        self._git("init", "-q", "--bare", "-b", "main", str(self.bare), cwd=tmp)
+        self._git("clone", "-q", str(self.bare), str(self.work), cwd=tmp)
+        for key, value in (("user.email", "ada@example.invalid"), ("user.name", "Ada")):
+            self._git("config", key, value)
+        self._git("checkout", "-q", "-b", "main")
+
+    def _git(self, *args: str, cwd: Path | None = None) -> str:
+        out = subprocess.run(
+            ["git", *args], cwd=cwd or self.work, capture_output=True, text=True, check=True
+        )
+        return out.stdout.strip()
+
+    @property
+    def url(self) -> str:
+        return f"file://{self.bare}"
+
+    def commit(self, message: str, files: dict[str, str | None]) -> str:
+        for rel, text in files.items():
+            path = self.work / rel
+            if text is None:
+                self._git("rm", "-q", rel)
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            self._git("add", rel)
+        self._git("commit", "-q", "-m", message)
+        self._git("push", "-q", "origin", "main")
+        return self._git("rev-parse", "HEAD")
+
+    def blob(self, rel: str) -> str:
+        return self._git("rev-parse", f"HEAD:{rel}")
+
+
+def _config(tmp: Path, upstream: Upstream, every: str = "10s") -> Path:
+    config = tmp / "runspecd.yaml"
+    config.write_text(
+        f"follow:\n  - repo: {upstream.url}\n    branch: main\n    path: specs\n"
+        f"    every: {every}\n"
+    )
+    return config
+
+
+def _jobs(state: Path) -> list[str]:
+    return sorted(p.name for p in (state / "jobs").iterdir()) if (state / "jobs").is_dir() else []
+
+
+def _provenance(state: Path, name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((state / "jobs" / name / "provenance.json").read_text())
+    return data
+
+
+def _read_at(state: Path) -> str:
+    return "".join(
+        str(s.get("read_at")) + str(s.get("commit")) for s in read_status(state).values()
+    )
+
+
+def _next_read(daemon: DaemonProc) -> None:
+    """SIGHUP re-reads the config and every followed branch at once; wait for that read."""
+    before = _read_at(daemon.state)
+    daemon.signal(signal.SIGHUP)
+    wait_until(lambda: _read_at(daemon.state) != before, timeout=BOUND, what="the next read")
+
+
+def test_each_committed_spec_runs_once_across_commits_and_restarts(
+    tmp_path: Path, make_daemon: Any
+) -> None:
+    upstream = Upstream(tmp_path)
+    commit = upstream.commit("one: a first try", {"specs/one.yaml": spec_text("one")})
+    blob = upstream.blob("specs/one.yaml")
+    config = _config(tmp_path, upstream)
+    daemon: DaemonProc = make_daemon(config)
+    daemon.start()
+    daemon.wait_ready()
+    wait_until(lambda: "one" in _jobs(daemon.state), timeout=BOUND, what="the run of one")
+    git = _provenance(daemon.state, "one")["git"]
+    assert git["commit"] == commit and git["blob"] == blob and git["path"] == "specs/one.yaml"
+    assert git["author"] == "Ada <ada@example.invalid>" and git["subject"] == "one: a first try"
+    assert git["dirty"] is False and git["remote"] == upstream.url
+    assert "follow: queued one from" in daemon.output
+
+    # An unrelated commit, then a restart: nothing runs again.
+    upstream.commit("docs", {"README.md": "experiments\n"})
+    _next_read(daemon)
+    assert daemon.stop() == 0
+    again: DaemonProc = make_daemon(config)
+    again.start()
+    again.wait_ready()
+    _next_read(again)
+    assert _jobs(again.state) == ["one"]
+    assert again.output.count("follow: queued") == 0
+
+    # A second spec committed later runs; a broken one is reported with its position.
+    broken = spec_text("three").replace("  epochs: 2\n", "  epochs: two\n")
+    upstream.commit(
+        "two and three", {"specs/two.yaml": spec_text("two"), "specs/three.yaml": broken}
+    )
+    _next_read(again)
+    wait_until(lambda: "two" in _jobs(again.state), timeout=BOUND, what="the run of two")
+    assert "three" not in _jobs(again.state)
+    where = f"{upstream.url}@main:specs/three.yaml:7:"
+    assert f"follow: refused, nothing runs: {where}" in again.output
+    status = runspec_cli("status", "--state", str(again.state), "--inbox", str(again.inbox))
+    assert where in status.stdout and "following" in status.stdout, status.stdout
+    _next_read(again)
+    assert again.output.count("refused, nothing runs") == 1  # said once, not every read
+
+
+@pytest.mark.training
+@pytest.mark.timeout(900)
+def test_a_spec_deleted_while_its_run_trains_cancels_it_pushed(
+    tmp_path: Path, make_daemon: Any
+) -> None:
+    upstream = Upstream(tmp_path)
+    upstream.commit("long run", {"specs/long.yaml": tiny("long", 50)})
+    daemon: DaemonProc = make_daemon(_config(tmp_path, upstream))
+    daemon.start()
+    daemon.wait_ready()
+
+    def epoch() -> int:
+        try:
+            record = json.loads((daemon.state / "jobs/long/record.json").read_text())
+        except (OSError, ValueError):
+            return 0
+        return int(record.get("epoch") or 0)
+
+    wait_until(lambda: epoch() >= 1, timeout=TRAIN_BOUND, what="the first epoch")
+    gone = upstream.commit("drop the long run", {"specs/long.yaml": None})
+    _next_read(daemon)
+    assert f"follow: specs/long.yaml was deleted at {gone[:12]}: cancelling long" in daemon.output
+    record_file = daemon.state / "jobs/long/record.json"
+    wait_until(
+        lambda: json.loads(record_file.read_text()).get("status") == "finished",
+        timeout=TRAIN_BOUND,
+        what="the cancelled run's end",
+    )
+    record = json.loads(record_file.read_text())
+    assert record["termination"] == "cancelled" and record["epoch"] < 50
+    assert record["last_push"]["final"] is True and record["last_push"]["epoch"] == record["epoch"]
+    assert record["finish"] == {}  # the machine is kept
+
+
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ("repo: https://me:ghp_x@github.com/a/b.git", "RUNSPEC_GIT_TOKEN"),
+        ("repo: ftp://example.invalid/a.git", "use https://"),
+        ("repo: https://github.com/a/b.git\n    branch: ../main", "not a branch name"),
+        ("repo: https://github.com/a/b.git\n    path: ../etc", "a folder in the repo"),
+        ("repo: https://github.com/a/b.git\n    evry: 1m", "did you mean 'every'"),
+        ("repo: https://github.com/a/b.git\n    every: 1s", "at least 10s"),
+    ],
+)
+def test_a_follow_entry_is_checked_before_any_git_runs(
+    tmp_path: Path, entry: str, says: str
+) -> None:
+    config = tmp_path / "runspecd.yaml"
+    config.write_text(f"follow:\n  - {entry}\n")
+    with pytest.raises(ConfigError, match=says):
+        load_config(config, state=tmp_path / "state")
+
+
+def test_git_runs_with_the_token_in_its_environment_never_its_command_line() -> None:
+    env = _environ("https://github.com/a/b.git", {"PATH": "/usr/bin", "RUNSPEC_GIT_TOKEN": "t0k"})
+    headers = [v for k, v in env.items() if k.startswith("GIT_CONFIG_VALUE_")]
+    assert any(v.startswith("Authorization: Basic ") for v in headers)
+    assert env["GIT_TERMINAL_PROMPT"] == "0" and env["GIT_CONFIG_NOSYSTEM"] == "1"
+    assert "t0k" not in " ".join(env.values())  # base64 in a header, and only there
+    # An ssh remote never gets the token as a header.
+    ssh = _environ("ssh://git@github.com/a/b.git", {"RUNSPEC_GIT_TOKEN": "t0k"})
+    assert not any(v.startswith("Authorization") for v in ssh.values())
