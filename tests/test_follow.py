@@ -4,6 +4,7 @@ position and runs nothing; a spec deleted while its run trains cancels it, pushe
 
 from __future__ import annotations
 
+import hashlib
 import json
 import signal
 import subprocess
@@ -141,7 +142,8 @@ def test_a_spec_deleted_while_its_run_trains_cancels_it_pushed(
     tmp_path: Path, make_daemon: Any
 ) -> None:
     upstream = Upstream(tmp_path)
-    upstream.commit("long run", {"specs/long.yaml": tiny("long", 50)})
+    added = upstream.commit("long run", {"specs/long.yaml": tiny("long", 50)})
+    blob = upstream.blob("specs/long.yaml")
     daemon: DaemonProc = make_daemon(_config(tmp_path, upstream))
     daemon.start()
     daemon.wait_ready()
@@ -167,6 +169,24 @@ def test_a_spec_deleted_while_its_run_trains_cancels_it_pushed(
     assert record["termination"] == "cancelled" and record["epoch"] < 50
     assert record["last_push"]["final"] is True and record["last_push"]["epoch"] == record["epoch"]
     assert record["finish"] == {}  # the machine is kept
+
+    # The receipt, beside the weights it describes, names the commit and the blob that ran.
+    pushed = daemon.state / "pushed" / "long"
+    receipt = json.loads((pushed / "runspec" / "receipt.json").read_text())
+    assert receipt["source"]["commit"] == added and receipt["source"]["blob"] == blob
+    assert receipt["source"]["path"] == "specs/long.yaml" and receipt["source"]["dirty"] is False
+    assert receipt["source"]["via"] == "follow" and receipt["run"] == "long"
+    weights = {w["path"]: w["sha256"] for w in receipt["weights"]}
+    assert (
+        weights["weights/last.pt"]
+        == hashlib.sha256((pushed / "weights" / "last.pt").read_bytes()).hexdigest()
+    )
+    assert receipt["epoch"] == record["epoch"]
+    assert receipt["budget"]["started_at"] == record["started_at"]
+    assert receipt["budget"]["used_seconds"] > 0
+    assert receipt["billed"]["usd"] > 0  # at the spec's hourly cost, no provider named
+    assert receipt["finish"]["action"] == "none"
+    assert receipt["versions"]["libreyolo"] and receipt["versions"]["torch"]
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,8 @@ whole `runspec run`s of a tiny real training against the local Hub server."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -63,11 +65,18 @@ def test_a_card_goes_out_after_the_verified_weights(
     # final card last of all, right after the final weights.
     assert all("runspec/record.json" in files for _, files, _ in commits), messages
     final = next(i for i, m in enumerate(messages) if m.endswith("(final)"))
-    assert messages[final + 1 :] == ["runspec: model card"], messages
+    assert messages[final + 1 :] == ["runspec: model card", "runspec: receipt"], messages
     if final > 0:
         assert messages[:2] == ["runspec: epoch 1", "runspec: model card"], messages
         assert "README.md" not in commits[0][1]
     assert "model card pushed to hub me/cardok" in out
+    # The receipt names each final weight by the sha256 of the bytes the Hub holds.
+    receipt = json.loads(hub_server.read_file("me/cardok", "runspec/receipt.json"))
+    for weight in receipt["weights"]:
+        held = hub_server.read_file("me/cardok", weight["path"])
+        assert hashlib.sha256(held).hexdigest() == weight["sha256"], weight["path"]
+    assert {"weights/last.pt", "weights/best.pt"} <= {w["path"] for w in receipt["weights"]}
+    assert receipt["epoch"] == 1 and receipt["finish"]["action"] == "none"
 
 
 def test_a_run_that_made_no_weights_creates_no_repo_and_no_card(

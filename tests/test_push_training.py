@@ -61,11 +61,12 @@ def test_runspec_run_pushes_its_real_checkpoints(
     record = json.loads((state / "jobs" / "pushrun" / "record.json").read_text())
     assert record["termination"] == "completed"
     assert record["last_push"]["final"] is True
-    # The final push's commit, then the card's own commit on top of it.
+    # The final push's commit, then the card's own commit on top of it, then the receipt's.
     # The lease's own commits (runspec/lease.json, issue 22) come and go beside the run's.
     commits = [c for c in hub_server.repo("me/pushrun").commits if "lease of" not in c[2]]
-    assert record["last_push"]["commit"] == commits[-2][0]
-    assert commits[-1][2] == "runspec: model card" and "README.md" in commits[-1][1]
+    assert record["last_push"]["commit"] == commits[-3][0]
+    assert commits[-2][2] == "runspec: model card" and "README.md" in commits[-2][1]
+    assert commits[-1][2] == "runspec: receipt" and "runspec/receipt.json" in commits[-1][1]
     remote = hub_server.files("me/pushrun")
     for rel in ("weights/last.pt", "weights/best.pt", "weights/epoch_2.pt", "weights/epoch_4.pt"):
         assert rel in remote, rel

@@ -11,3 +11,4 @@ RECORD = "runspec/record.json"  # every push: the run's record (runspec.push.hub
 LOG = "runspec/runspec.log"  # the final push: the lifecycle's log
 CURVES = "runspec/curves.png"  # the final push: the training curves, beside the card
 LEASE = "runspec/lease.json"  # the lease a live run renews (issue 22), read by `status --hub`
+RECEIPT = "runspec/receipt.json"  # the commit after the final push: the run's receipt

@@ -31,6 +31,7 @@ from runspec.machine.endgame import Endgame
 from runspec.preflight import run_preflight
 from runspec.push import Pusher
 from runspec.push.cardpush import made_weights, push_card
+from runspec.push.receipt import send_receipt
 from runspec.push.report import prepare
 from runspec.push.until import push_until_verified
 from runspec.requests import RunRequests
@@ -363,6 +364,15 @@ class Lifecycle:
             else:
                 self._stop_pusher()  # the card's commit is the last; none may race it
                 push_card(pusher.target, self.paths, self.say, window_left(self))
+                send_receipt(
+                    self.spec,
+                    self.paths,
+                    self.record,
+                    pusher.target,
+                    self.say,
+                    window_left(self),
+                    self.clock.time(),
+                )
         term = self.record.termination or Termination.COMPLETED
         if term in NO_FINISH or not self.options.finish or self.requests.interrupted.is_set():
             nxt = f"no finish action ({term.value}): the machine is kept"

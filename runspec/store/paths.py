@@ -245,6 +245,11 @@ class RunPaths:
         return self.job_dir / "provenance.json"
 
     @property
+    def receipt_file(self) -> Path:
+        """The receipt pushed after the final weights verified (runspec.push.receipt)."""
+        return self.job_dir / "receipt.json"
+
+    @property
     def runspec_log(self) -> Path:
         return self.job_dir / "runspec.log"
 
