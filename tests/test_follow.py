@@ -102,7 +102,8 @@ def test_each_committed_spec_runs_once_across_commits_and_restarts(
     daemon: DaemonProc = make_daemon(config)
     daemon.start()
     daemon.wait_ready()
-    wait_until(lambda: "one" in _jobs(daemon.state), timeout=BOUND, what="the run of one")
+    accepted = daemon.state / "jobs" / "one" / "provenance.json"
+    wait_until(accepted.exists, timeout=BOUND, what="the run of one")
     git = _provenance(daemon.state, "one")["git"]
     assert git["commit"] == commit and git["blob"] == blob and git["path"] == "specs/one.yaml"
     assert git["author"] == "Ada <ada@example.invalid>" and git["subject"] == "one: a first try"
@@ -218,3 +219,56 @@ def test_git_runs_with_the_token_in_its_environment_never_its_command_line() -> 
     # An ssh remote never gets the token as a header.
     ssh = _environ("ssh://git@github.com/a/b.git", {"RUNSPEC_GIT_TOKEN": "t0k"})
     assert not any(v.startswith("Authorization") for v in ssh.values())
+
+
+def test_a_second_box_following_the_same_branch_never_runs_a_claimed_blob(
+    tmp_path: Path, make_daemon: Any
+) -> None:
+    """The claim sits at the run's push target (here a shared push folder): a daemon with a
+    state folder of its own (a second box, or a fresh disk) reads it and runs nothing."""
+    upstream = Upstream(tmp_path)
+    shared = tmp_path / "volume"
+    text = spec_text("once", extra=f"push:\n  dir: {shared}\n")
+    upstream.commit("once", {"specs/once.yaml": text})
+    config = _config(tmp_path, upstream)
+    first: DaemonProc = make_daemon(config)
+    first.start()
+    first.wait_ready()
+    wait_until(lambda: "once" in _jobs(first.state), timeout=BOUND, what="the run of once")
+    claims = list((shared / "once" / "runspec" / "claims").glob("*.json"))
+    assert len(claims) == 1 and json.loads(claims[0].read_text())["path"] == "specs/once.yaml"
+    assert first.stop() == 0
+
+    other_state, other_inbox = tmp_path / "box2", tmp_path / "box2-inbox"
+    other_state.mkdir(mode=0o700)
+    other_inbox.mkdir(mode=0o700)
+    second: DaemonProc = make_daemon(config, state=other_state)
+    second.inbox = other_inbox
+    second.start()
+    second.wait_ready()
+    wait_until(lambda: "not running once" in second.output, timeout=BOUND, what="the claim read")
+    assert "claimed already at" in second.output and "by another box" in second.output
+    assert _jobs(other_state) == [] and list(other_inbox.iterdir()) == []
+
+
+def test_a_claim_at_the_hub_is_made_once_across_boxes(
+    tmp_path: Path, hub_server: Any, write_spec: Any
+) -> None:
+    from runspec.daemon.followclaim import claim
+    from runspec.spec.loader import load_spec
+
+    spec = load_spec(write_spec("claimed", push={"hub": {"repo": "me/claimed"}}))
+    body = {
+        "repo": "file:///x.git",
+        "path": "specs/a.yaml",
+        "blob": "b" * 40,
+        "commit": "c" * 40,
+        "at": "2026-12-03T00:00:00Z",
+    }
+    assert claim(spec, tmp_path / "box1", body) is None  # made, on a repo it had to create
+    assert claim(spec, tmp_path / "box1", body) is None  # the same box, after a restart
+    other = claim(spec, tmp_path / "box2", body)
+    assert other is not None and "claimed already at 2026-12-03T00:00:00Z" in other
+    assert claim(spec, tmp_path / "box2", {**body, "blob": "d" * 40}) is None  # a new blob
+    files = hub_server.files("me/claimed")
+    assert len([f for f in files if f.startswith("runspec/claims/")]) == 2

@@ -6,7 +6,9 @@ A spec is keyed by the repository, its path and its git blob sha. The ledger
 (`dropping`), then once it is there (`queued`), so a restart at any instant neither loses nor
 repeats one: a `dropping` key is dropped again only when neither the inbox nor a run holds its
 name. A spec reverted to an earlier blob is a new run only if that blob never ran (its key is
-already in the ledger). A spec that fails validation is reported once, with `file:line:col`
+already in the ledger). Before a blob is queued it is claimed at the run's push target
+(runspec.daemon.followclaim), so a second box following the same branch, or a daemon on a fresh
+disk, never runs it again. A spec that fails validation is reported once, with `file:line:col`
 (in the daemon's log, `runspec status` and the notification) and runs nothing.
 
 Reading a repository (runspec.daemon.gitmirror) happens in a thread of its own, one at a time,
@@ -19,13 +21,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from runspec.alerts import Alerts, Message
 from runspec.clock import Clock, utc_iso
+from runspec.daemon.followclaim import ClaimError, claim
 from runspec.daemon.gitmirror import BLOB_MODES, GitError, Mirror, shown_remote
 from runspec.daemon.queue import request_cancel
 from runspec.printable import printable
@@ -82,8 +87,11 @@ class Follower:
         clock: Clock,
         say: Callable[[str], None],
         environ: dict[str, str] | None = None,
+        notify: tuple[str, ...] = (),
     ) -> None:
         self.follows = follows
+        # Where a person following the repository hears of a spec refused (the daemon's notify).
+        self.alerts = Alerts(notify, say, environ=os.environ if environ is None else environ)
         self.state = state
         self.inbox = inbox
         self.clock = clock
@@ -215,6 +223,8 @@ class Follower:
         if spec is None:
             for line in problems:
                 self.say(f"follow: refused, nothing runs: {line}")
+            said = "\n".join(problems[:20])
+            self.alerts.send(Message("spec refused", f"runspec: {path} refused", said, "failure"))
             self.ledger["blobs"][key] = {
                 "state": "rejected",
                 "problem": problems[0],
@@ -230,6 +240,28 @@ class Follower:
         if target.exists():
             return None  # another of this name waits: read again at the next poll
         info = mirror.last_commit(head, path)
+        body = {
+            "repo": shown_remote(follow.repo),
+            "path": path,
+            "blob": blob,
+            "commit": info.commit,
+            "at": utc_iso(self.clock.time()),
+        }
+        try:
+            elsewhere = claim(spec, self.state, body)
+        except ClaimError as exc:  # nothing queued; the next read tries again
+            self.say(printable(f"follow: {spec.name} from {source} waits: {exc}"))
+            return None
+        if elsewhere is not None:
+            self.ledger["blobs"][key] = {
+                "state": "elsewhere",
+                "name": spec.name,
+                "why": elsewhere,
+                "at": utc_iso(self.clock.time()),
+            }
+            self._save()
+            self.say(printable(f"follow: not running {spec.name} from {source}: {elsewhere}"))
+            return None
         self.ledger["blobs"][key] = {
             "state": "dropping",
             "name": spec.name,

@@ -136,7 +136,12 @@ class Daemon:
         if not self.cfg.follow:
             return
         self.follower = Follower(
-            self.cfg.follow, self.cfg.state, self.cfg.inbox, self.clock, self.progress
+            self.cfg.follow,
+            self.cfg.state,
+            self.cfg.inbox,
+            self.clock,
+            self.progress,
+            notify=self.cfg.notify,
         )
         for follow in self.cfg.follow:
             if self.once:
