@@ -169,3 +169,20 @@ def test_submit_with_no_daemon_running_says_so_and_its_hints_work(tmp_path: Path
         sys.executable, "-m", "runspec", "submit", "--json", str(spec), "--state", str(state)
     )
     assert json.loads(as_json.stdout)["daemon_running"] is False
+
+
+def test_submitting_a_spec_already_under_way_says_so(tmp_path: Path) -> None:
+    from runspec.run.accept import accept
+    from runspec.spec.loader import load_spec
+
+    state = tmp_path / "state"
+    (state / "inbox").mkdir(parents=True, mode=0o700)
+    state.chmod(0o700)
+    spec = tmp_path / "busy.yaml"
+    spec.write_text(spec_text("busy"))
+    accept(load_spec(spec), state)  # queued: as the daemon took it
+    out = _run(sys.executable, "-m", "runspec", "submit", str(spec), "--state", str(state))
+    assert out.returncode == 2
+    assert "busy is already under way (queued): nothing submitted" in out.stderr
+    assert f"runspec status busy --state {state}" in out.stderr
+    assert not (state / "inbox" / "busy.yaml").exists()

@@ -121,7 +121,13 @@ def run(args: argparse.Namespace) -> Outcome:
     # The daemon would refuse a taken name into rejected/ and sit idle: say so now, here.
     config = load_config(args.config, state=state_dir(args))
     resumed = _resume(args, spec, config) if args.resume or args.keep_budget else None
-    check_name(spec, config.state, runs=config.runs, data=config.data)
+    existing = check_name(spec, config.state, runs=config.runs, data=config.data)
+    if existing is not None and resumed is None:
+        # The same spec, not finished: a second copy would only wait behind the first.
+        raise UsageError(
+            f"{spec.name} is already under way ({existing.status.value}): nothing submitted; "
+            f"{command(f'status {spec.name}', state_dir(args))} shows it"
+        )
     provenance = describe_submission(args.spec, utc_iso(SYSTEM.time()))
     provenance["sha256"] = spec.sha256
     # What its relative paths mean, as the daemon will read them (runspec.spec.specbase).
