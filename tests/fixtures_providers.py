@@ -62,6 +62,7 @@ class Route:
     answers: list[Answer]
     hits: int = 0
     decide: Callable[[], Answer] | None = None  # computes each answer (called unlocked)
+    reply: Callable[[Recorded], Answer] | None = None  # the same, from the request itself
 
     def next(self) -> Answer:
         answer = self.answers[min(self.hits, len(self.answers) - 1)]
@@ -88,16 +89,29 @@ class StandIn:
         route.decide = decide
         return route
 
-    def find(self, method: str, path: str) -> Answer:
+    def reply_with(
+        self, method: str, path_regex: str, reply: Callable[[Recorded], Answer]
+    ) -> Route:
+        """A route whose every answer `reply` computes from the request (its query, headers
+        and body): a stand-in that checks what it is sent, as the real service does."""
+        route = self.on(method, path_regex)
+        route.reply = reply
+        return route
+
+    def find(self, method: str, path: str, request: Recorded | None = None) -> Answer:
         with self.lock:
             route = next(
                 (r for r in self.routes if r.method == method and r.pattern.match(path)), None
             )
             if route is None:
                 return Answer(404, {"error": f"no route for {method} {path}"})
-            if route.decide is None:
+            if route.reply is not None and request is not None:
+                reply = route.reply
+            elif route.decide is None:
                 return route.next()
-        return route.decide()
+            else:
+                return route.decide()
+        return reply(request)
 
     def made(self, method: str | None = None, path_regex: str | None = None) -> list[Recorded]:
         with self.lock:
@@ -160,7 +174,9 @@ class VastInstance:
         script = self.scripts[method]
         answer = script[min(self.hits[method], len(script) - 1)] if script else Answer()
         self.hits[method] += 1
-        if answer.status < 300 and not (method == "DELETE" and self.never_gone):
+        # vast's 200 with {"success": false} is a refusal (destroy_instance.yaml): no effect.
+        refused = isinstance(answer.body, dict) and answer.body.get("success") is False
+        if answer.status < 300 and not refused and not (method == "DELETE" and self.never_gone):
             self.effects.append(method)
         return Answer(answer.status, answer.body or {"success": answer.status < 300},
                       answer.delay, answer.headers)  # fmt: skip
@@ -185,11 +201,10 @@ def _handler(stand_in: StandIn) -> type[BaseHTTPRequestHandler]:
         def _serve(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
+            recorded = Recorded(self.command, self.path, dict(self.headers.items()), body)
             with stand_in.lock:
-                stand_in.requests.append(
-                    Recorded(self.command, self.path, dict(self.headers.items()), body)
-                )
-            answer = stand_in.find(self.command, self.path)
+                stand_in.requests.append(recorded)
+            answer = stand_in.find(self.command, self.path, recorded)
             if answer.delay:
                 time.sleep(min(answer.delay, 10.0))  # bounded: never hang a test
             data, ctype = answer.encoded()

@@ -6,6 +6,9 @@ Cloud API (docs.hetzner.cloud, base https://api.hetzner.cloud/v1, Bearer token):
   destroy: DELETE /servers/{id}  -> {"action": {...}}
   state:   GET    /servers/{id}  -> {"server": {"status": ...}}; 404 once deleted
 A powered-off Hetzner server bills in full, so runspec never stops one: it deletes or keeps.
+Refusals say {"error": {"code", "message"}} ("Errors" in the API reference): `locked` (HTTP 423,
+an action already runs on the server) is asked again later; `forbidden` (a Read token: "only
+allowed to perform GET requests") and `protected` are not.
 """
 
 from __future__ import annotations
