@@ -11,6 +11,7 @@ import pytest
 
 from runspec.checkresult import CheckStatus
 from runspec.clock import ManualClock
+from runspec.machine.host import FinishHost
 from runspec.preflight.checks import push_check
 from runspec.preflight.ending import finish_checks
 from runspec.spec.loader import load_spec_text
@@ -23,7 +24,7 @@ from tests.provider_apis import (
     GceInstance,
     HetznerServer,
 )
-from tests.test_preflight_ending import finish_of
+from tests.test_preflight_ending import finish_of, statuses
 from tests.test_providers import AWS_SECRET, aws_routes
 
 
@@ -185,3 +186,47 @@ def test_an_org_member_with_the_write_role_passes_the_push_check(
     hub_server.whoami = {"name": "me", "orgs": "lab", "auth": ["x"]}
     result = push_check(spec, paths)  # type: ignore[arg-type]
     assert result.status is CheckStatus.FAIL and "not 'lab' nor one of its orgs" in result.message
+
+
+def gce_root(tmp_path: Path) -> Path:
+    """A GCE A3 machine as runspec reads it: two NVMe Local SSDs joined in an md RAID0 mounted
+    at /mnt/scratch (as the guest environment's udev rules name them), the boot disk at /."""
+    root = tmp_path / "root"
+    (root / "dev/disk/by-id").mkdir(parents=True)
+    for n, disk in enumerate(("nvme0n2", "nvme0n3")):
+        (root / "dev" / disk).touch()
+        (root / "dev/disk/by-id" / f"google-local-nvme-ssd-{n}").symlink_to(f"../../{disk}")
+        (root / "sys/block/md0/slaves").mkdir(parents=True, exist_ok=True)
+        (root / "sys/block/md0/slaves" / disk).touch()
+    (root / "dev/nvme0n1").touch()
+    (root / "dev/disk/by-id/google-persistent-disk-0").symlink_to("../../nvme0n1")
+    (root / "proc/self").mkdir(parents=True)
+    (root / "proc/self/mountinfo").write_text(
+        "25 1 259:1 / / rw,relatime - ext4 /dev/nvme0n1p1 rw\n"
+        "90 25 9:0 / /mnt/scratch rw,relatime - ext4 /dev/md0 rw,discard\n"
+    )
+    return root
+
+
+def test_a_gcp_stop_that_would_discard_the_runs_own_folders_is_refused(
+    standin: StandIn, provider_env: dict[str, str], tmp_path: Path
+) -> None:
+    GceInstance(standin, ManualClock(), local_ssds=2)
+    host = FinishHost(root=gce_root(tmp_path))
+    scratch = (Path("/mnt/scratch/runspec"), Path("/mnt/scratch/runspec/runs"))
+    stop = finish_of("{action: stop, provider: gcp, unverified: keep}")
+
+    results = finish_checks(stop, provider_env, host, folders=scratch)
+    (refused,) = [r for r in results if r.status is CheckStatus.FAIL]
+    assert "finish.action stop would lose this run's folders" in refused.message
+    assert "/mnt/scratch/runspec (/dev/md0)" in refused.message
+    assert "boot disk or a persistent disk" in refused.fix
+
+    # On the boot disk: the stop keeps them, and passes.
+    boot = (Path("/var/lib/runspec"), Path("/var/lib/runspec/runs"))
+    assert CheckStatus.FAIL not in statuses(finish_checks(stop, provider_env, host, folders=boot))
+    # A destroy whose unverified fallback is a stop: said, as a warning.
+    destroy = finish_of("{action: destroy, provider: gcp}")
+    results = finish_checks(destroy, provider_env, host, folders=scratch)
+    warned = [r for r in results if r.status is CheckStatus.WARN]
+    assert any("finish.unverified stop would lose" in r.message for r in warned), warned

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from runspec.checkresult import CheckResult, failed, passed, warned
 from runspec.machine.host import FinishHost, container_reason
+from runspec.preflight.localssd import local_ssd_checks
 from runspec.providers import Action, ProviderError, get_provider
 from runspec.spec.model import FinishAction, FinishSpec, Unverified
 
@@ -71,8 +72,12 @@ def _command(argv: tuple[str, ...]) -> str | None:
 
 
 def finish_checks(
-    finish: FinishSpec, env: Mapping[str, str] | None = None, host: FinishHost | None = None
+    finish: FinishSpec,
+    env: Mapping[str, str] | None = None,
+    host: FinishHost | None = None,
+    folders: Sequence[Path] = (),
 ) -> list[CheckResult]:
+    """`folders`: the run's own (state, runs), which a stop must keep."""
     host = host or FinishHost()
     action = finish.action
     if action is FinishAction.NONE:
@@ -100,7 +105,7 @@ def finish_checks(
     else:
         results.append(passed(NAME, f"finish.action {action.value} can run here"))
     results.append(_unverified(finish, env, host))
-    return results
+    return results + local_ssd_checks(finish, folders, host.root, env)
 
 
 def _unverified(finish: FinishSpec, env: Mapping[str, str] | None, host: FinishHost) -> CheckResult:
