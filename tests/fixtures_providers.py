@@ -4,6 +4,12 @@ It records every request (method, path, headers, body) and answers from scripted
 route holds a list of answers consumed in order, the last one repeating, so a test can say
 "running, running, then gone" or "403 always". Nothing in the tests can reach a real provider:
 every adapter's base URL points here and /proc/1/environ and DMI reads point at test files.
+
+Where the answers come from (the lines are in /work/shared/notes/providers.md): vast.ai's
+from vast-ai/docs' OpenAPI (destroy_instance.yaml, stop_instance.yaml, show_instance.yaml: a
+200 `{"success": false, "msg"}` is a refusal, an instance destroyed reads `{"instances": null}`)
+and vast-cli; the other providers' documented answers and refusals, checked against what they
+are sent, are in tests/provider_apis.py (GCE, Hetzner, EC2).
 """
 
 from __future__ import annotations
@@ -105,13 +111,14 @@ class StandIn:
             )
             if route is None:
                 return Answer(404, {"error": f"no route for {method} {path}"})
-            if route.reply is not None and request is not None:
-                reply = route.reply
-            elif route.decide is None:
+            if route.reply is None and route.decide is None:
                 return route.next()
-            else:
-                return route.decide()
-        return reply(request)
+            reply, decide = route.reply, route.decide
+        # Called unlocked: an answer may read what was asked (`made`), which takes the lock.
+        if reply is not None and request is not None:
+            return reply(request)
+        assert decide is not None
+        return decide()
 
     def made(self, method: str | None = None, path_regex: str | None = None) -> list[Recorded]:
         with self.lock:
@@ -192,7 +199,7 @@ class VastInstance:
         if not self.effects or self._polls_after <= self.confirm_polls:
             return Answer(200, {"instances": {"actual_status": "running"}})
         if "DELETE" in self.effects:
-            return Answer(404, {"error": "no such instance"})
+            return Answer(200, {"instances": None})  # as vast answers a destroyed instance
         return Answer(200, {"instances": {"actual_status": "stopped"}})
 
 
