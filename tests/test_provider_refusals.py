@@ -166,6 +166,11 @@ def test_a_vast_200_with_success_false_is_a_failure_with_its_message(
             None,
         ),
         (b'{"error": {"message": "' + b"x" * 5000 + b'"}}', "x" * 200, None),
+        (  # a terminal escape and a right-to-left override in a body are shown, not obeyed
+            b'{"msg": "gone\\u001b[2J\\u202eevil"}',
+            "gone\\x1b[2J\\u202eevil",
+            None,
+        ),
     ],
 )
 def test_each_providers_error_body_becomes_one_line(

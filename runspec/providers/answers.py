@@ -23,6 +23,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import Any
 
+from runspec.printable import printable
+
 MAX_BODY = 1 << 16  # an error body past this is not read for its reason
 MAX_LINE = 200
 
@@ -54,7 +56,7 @@ class Said:
 
 def _line(value: object) -> str:
     text = value if isinstance(value, str) else ""
-    return re.sub(r"\s+", " ", text).strip()[:MAX_LINE]
+    return printable(re.sub(r"\s+", " ", text).strip()[:MAX_LINE])
 
 
 def _from_json(data: Any) -> Said | None:

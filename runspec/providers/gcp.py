@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from runspec.printable import printable
 from runspec.providers.base import GONE, Action, Provider, ProviderError, Response
 from runspec.units import plain_int
 
@@ -119,7 +120,7 @@ class GCP(Provider):
             data = self._api_call("GET", f"{self.api}/{instance}").json()
             disks = data.get("disks") if isinstance(data, dict) else None
             self._local_ssds = tuple(
-                str(d.get("deviceName") or f"disk {n}")[:64]
+                printable(str(d.get("deviceName") or f"disk {n}")[:64])
                 for n, d in enumerate(disks if isinstance(disks, list) else [])
                 if isinstance(d, dict) and d.get("type") == "SCRATCH"
             )
@@ -160,8 +161,9 @@ class GCP(Provider):
     def prove(self, actions: tuple[Action, ...], instance: str) -> str:
         scopes = set(self._meta("instance/service-accounts/default/scopes").split())
         if not scopes & WRITE_SCOPES:
+            shown = printable(", ".join(sorted(scopes))[:300]) or "none"
             raise ProviderError(
-                f"gcp: the VM's service account scopes ({', '.join(sorted(scopes)) or 'none'}) "
+                f"gcp: the VM's service account scopes ({shown}) "
                 "allow no compute write: a stop or delete would be refused (403); give the VM "
                 "the compute or cloud-platform scope"
             )
