@@ -5,11 +5,12 @@ route holds a list of answers consumed in order, the last one repeating, so a te
 "running, running, then gone" or "403 always". Nothing in the tests can reach a real provider:
 every adapter's base URL points here and /proc/1/environ and DMI reads point at test files.
 
-Where the answers come from (the lines are in /work/shared/notes/providers.md): vast.ai's
-from vast-ai/docs' OpenAPI (destroy_instance.yaml, stop_instance.yaml, show_instance.yaml: a
-200 `{"success": false, "msg"}` is a refusal, an instance destroyed reads `{"instances": null}`)
-and vast-cli; the other providers' documented answers and refusals, checked against what they
-are sent, are in tests/provider_apis.py (GCE, Hetzner, EC2).
+Where the answers come from: vast.ai's from vast-ai/docs' OpenAPI (api-reference/openapi/yaml,
+DELETE and GET /api/v0/instances/{id}/: a destroy answers `{"success", "msg"}`, success false
+being a refusal; GET answers `{"instances": <object or null>}`, null once destroyed; both need
+the key's `instance_write` / `instance_read` scope) and vast-cli; the other providers'
+documented answers and refusals, checked against what they are sent, are in
+tests/provider_apis.py (GCE, Hetzner, EC2).
 """
 
 from __future__ import annotations

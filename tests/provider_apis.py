@@ -14,8 +14,9 @@ Where each answer comes from (read offline; /work/shared/notes/providers.md has 
 - EC2: botocore's ec2 service-2.json (DryRun: "If you have the required permissions, the
   error response is DryRunOperation. Otherwise, it is UnauthorizedOperation"), EC2's error
   XML (APIReference/errors-overview.html); DryRunOperation comes as HTTP 412.
-- vast.ai: vast-ai/docs api-reference/openapi/yaml/destroy_instance.yaml (a 200 whose body is
-  {"success": false, "error", "msg"}), vast-cli's reading of it (vast.py: prints msg).
+- vast.ai (tests/fixtures_providers.VastInstance): vast-ai/docs' OpenAPI for DELETE
+  /api/v0/instances/{id}/ (a 200 whose body is {"success": false, "error", "msg"}), vast-cli's
+  reading of it (vast.py: prints msg).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ REST API (docs.vast.ai/api, base https://console.vast.ai/api/v0, `Authorization:
   stop:    PUT    /instances/{id}/  {"state": "stopped"}  (CLI `vastai stop instance`)
   state:   GET    /instances/{id}/  -> {"instances": {"actual_status", "intended_status"}}
 A destroy or a stop answered 200 may still be a refusal: {"success": false, "error", "msg"}
-(vast-ai/docs api-reference/openapi/yaml/destroy_instance.yaml, stop_instance.yaml).
+(vast-ai/docs api-reference/openapi: DELETE /api/v0/instances/{id}/, x-scope instance_write;
+GET answers {"instances": null} for an instance that is gone).
 A stopped vast instance still bills its disk (docs: "Disk charges continue; no GPU charges").
 """
 
@@ -68,7 +69,7 @@ class Vast(Provider):
             body = {"state": "stopped"}
             resp = self.http.request("PUT", url, headers=self._headers(), json_body=body)
         # A 200 is not a success: vast answers {"success": false, "msg": ...} for a refusal
-        # (destroy_instance.yaml, stop_instance.yaml); vast-cli prints msg and stops there.
+        # (its OpenAPI for DELETE /instances/{id}/); vast-cli prints msg and stops there.
         try:
             data = resp.json()
         except ProviderError:
