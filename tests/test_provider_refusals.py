@@ -101,7 +101,8 @@ def test_a_hetzner_read_token_is_refused_in_one_clear_line(
         keep_ending(hetzner, Action.DESTROY, window(clock))
 
     line = str(refused.value)
-    assert line.endswith("HTTP 403: forbidden: insufficient permissions for this request")
+    assert "HTTP 403: forbidden: insufficient permissions for this request" in line
+    assert line.endswith("(a Read token may only GET: give runspec a Read & Write token)")
     assert "\n" not in line and HCLOUD not in line
 
 

@@ -18,6 +18,13 @@ from typing import ClassVar
 from runspec.providers.base import GONE, Action, Provider, ProviderError
 from runspec.units import plain_int
 
+# What to do about the refusals that asking again cannot change.
+FIXES = {
+    "forbidden": "a Read token may only GET: give runspec a Read & Write token",
+    "protected": "the server has delete protection: remove it in the console or with "
+    "`hcloud server disable-protection`",
+}
+
 
 class Hetzner(Provider):
     name = "hetzner"
@@ -57,7 +64,15 @@ class Hetzner(Provider):
         return f"DELETE {self.api}/servers/{instance}"
 
     def call(self, action: Action, instance: str) -> None:
-        self.http.request("DELETE", f"{self.api}/servers/{instance}", headers=self._headers())
+        try:
+            self.http.request("DELETE", f"{self.api}/servers/{instance}", headers=self._headers())
+        except ProviderError as exc:
+            hint = FIXES.get(exc.code or "")
+            if hint is None:
+                raise
+            raise ProviderError(
+                f"{exc} ({hint})", status=exc.status, retry_after=exc.retry_after, code=exc.code
+            ) from exc
 
     def state(self, instance: str) -> str:
         resp = self.http.request(
