@@ -9,8 +9,8 @@ The bodies are hostile data: parsed strictly, read only for short strings, cut t
   "global/invalid-api-key", "message": ..., "suggestion": ...}}
 - vast.ai (vast-ai/docs api-reference/openapi: destroy_instance.yaml, stop_instance.yaml):
   {"success": false, "error": "invalid_args", "msg": ...}; a 429 says {"detail": ...}
-- RunPod: its REST error body is not documented (not verified); an `error` or `message`
-  string is read when there is one, else the body's start
+- RunPod (runpod/docs api-reference/openapi.json): no error body is documented; an `error`
+  or `message` string is read when there is one, else the body's start
 - AWS EC2 (docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html):
   <Response><Errors><Error><Code>UnauthorizedOperation</Code><Message>...</Message>...
 """
