@@ -4,15 +4,20 @@ where each stand-in's answers come from)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from runspec.clock import ManualClock
+from runspec.machine.finish import FinishContext, apply_finish
+from runspec.machine.host import FinishHost
 from runspec.providers import Action
 from runspec.providers.answers import said
 from runspec.providers.gcp import GCP
 from runspec.providers.hetzner import Hetzner
 from runspec.providers.persist import Attempt, Refused, Window, keep_ending
 from runspec.providers.vast import Vast
+from runspec.spec.loader import load_spec_text
 from tests.fixtures_providers import Answer, StandIn, VastInstance
 from tests.provider_apis import GCE_INSTANCE, LOCAL_SSD_400, GceInstance, HetznerServer
 
@@ -179,3 +184,33 @@ def test_each_providers_error_body_becomes_one_line(
 ) -> None:
     found = said(body)
     assert (found.text, found.code) == (line, code)
+
+
+def test_an_unverified_end_on_an_a3_vm_stops_it_and_its_billing(
+    standin: StandIn, provider_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The issue's case: the final push could not be verified, so the default
+    `finish.unverified: stop` stops the VM; on a VM with Local SSDs that stop must be sent
+    as GCE accepts it, or the GPU bills on."""
+    vm = GceInstance(standin, ManualClock(), local_ssds=2)
+    text = (
+        "runspec: 1\nname: a3\ndataset: {synthetic: {}}\n"
+        "train: {model: yolo9-t, epochs: 3, device: cpu}\npush: {dir: /tmp/runspec-test-pushed}\n"
+        "budget: {wall_clock: 10m, overrun: 5m}\nfinish: {action: destroy, provider: gcp}\n"
+    )
+    spec = load_spec_text(text, "a3.yaml")
+    lines: list[str] = []
+    virt = ("/nonexistent/systemd-detect-virt",)
+    host = FinishHost(root=tmp_path, detect_virt=virt, poweroff_commands=(), env=provider_env)
+    result = apply_finish(
+        spec.finish,
+        FinishContext(spec.name, None, "/state/runs/a3"),
+        verified=False,
+        dry_run=False,
+        clock=ManualClock(),
+        log=lines.append,
+        host=host,
+    )
+    assert result.ok and result.action == "stop", (result, lines)
+    assert vm.status == "STOPPING" and vm.refused == []
+    assert any("discardLocalSsd=true" in line for line in lines), lines
