@@ -4,6 +4,13 @@ It records every request (method, path, headers, body) and answers from scripted
 route holds a list of answers consumed in order, the last one repeating, so a test can say
 "running, running, then gone" or "403 always". Nothing in the tests can reach a real provider:
 every adapter's base URL points here and /proc/1/environ and DMI reads point at test files.
+
+Where the answers come from: vast.ai's from vast-ai/docs' OpenAPI (api-reference/openapi/yaml,
+DELETE and GET /api/v0/instances/{id}/: a destroy answers `{"success", "msg"}`, success false
+being a refusal; GET answers `{"instances": <object or null>}`, null once destroyed; both need
+the key's `instance_write` / `instance_read` scope) and vast-cli; the other providers'
+documented answers and refusals, checked against what they are sent, are in
+tests/provider_apis.py (GCE, Hetzner, EC2).
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ class Route:
     answers: list[Answer]
     hits: int = 0
     decide: Callable[[], Answer] | None = None  # computes each answer (called unlocked)
+    reply: Callable[[Recorded], Answer] | None = None  # the same, from the request itself
 
     def next(self) -> Answer:
         answer = self.answers[min(self.hits, len(self.answers) - 1)]
@@ -88,16 +96,30 @@ class StandIn:
         route.decide = decide
         return route
 
-    def find(self, method: str, path: str) -> Answer:
+    def reply_with(
+        self, method: str, path_regex: str, reply: Callable[[Recorded], Answer]
+    ) -> Route:
+        """A route whose every answer `reply` computes from the request (its query, headers
+        and body): a stand-in that checks what it is sent, as the real service does."""
+        route = self.on(method, path_regex)
+        route.reply = reply
+        return route
+
+    def find(self, method: str, path: str, request: Recorded | None = None) -> Answer:
         with self.lock:
             route = next(
                 (r for r in self.routes if r.method == method and r.pattern.match(path)), None
             )
             if route is None:
                 return Answer(404, {"error": f"no route for {method} {path}"})
-            if route.decide is None:
+            if route.reply is None and route.decide is None:
                 return route.next()
-        return route.decide()
+            reply, decide = route.reply, route.decide
+        # Called unlocked: an answer may read what was asked (`made`), which takes the lock.
+        if reply is not None and request is not None:
+            return reply(request)
+        assert decide is not None
+        return decide()
 
     def made(self, method: str | None = None, path_regex: str | None = None) -> list[Recorded]:
         with self.lock:
@@ -160,7 +182,9 @@ class VastInstance:
         script = self.scripts[method]
         answer = script[min(self.hits[method], len(script) - 1)] if script else Answer()
         self.hits[method] += 1
-        if answer.status < 300 and not (method == "DELETE" and self.never_gone):
+        # vast's 200 with {"success": false} is a refusal (destroy_instance.yaml): no effect.
+        refused = isinstance(answer.body, dict) and answer.body.get("success") is False
+        if answer.status < 300 and not refused and not (method == "DELETE" and self.never_gone):
             self.effects.append(method)
         return Answer(answer.status, answer.body or {"success": answer.status < 300},
                       answer.delay, answer.headers)  # fmt: skip
@@ -176,7 +200,7 @@ class VastInstance:
         if not self.effects or self._polls_after <= self.confirm_polls:
             return Answer(200, {"instances": {"actual_status": "running"}})
         if "DELETE" in self.effects:
-            return Answer(404, {"error": "no such instance"})
+            return Answer(200, {"instances": None})  # as vast answers a destroyed instance
         return Answer(200, {"instances": {"actual_status": "stopped"}})
 
 
@@ -185,11 +209,10 @@ def _handler(stand_in: StandIn) -> type[BaseHTTPRequestHandler]:
         def _serve(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
+            recorded = Recorded(self.command, self.path, dict(self.headers.items()), body)
             with stand_in.lock:
-                stand_in.requests.append(
-                    Recorded(self.command, self.path, dict(self.headers.items()), body)
-                )
-            answer = stand_in.find(self.command, self.path)
+                stand_in.requests.append(recorded)
+            answer = stand_in.find(self.command, self.path, recorded)
             if answer.delay:
                 time.sleep(min(answer.delay, 10.0))  # bounded: never hang a test
             data, ctype = answer.encoded()

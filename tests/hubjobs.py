@@ -23,41 +23,155 @@ if TYPE_CHECKING:
 _JOB = re.compile(r"^/api/jobs/(?P<ns>[^/]+)(?:/(?P<id>[0-9a-f]{24})(?:/(?P<action>[a-z]+))?)?$")
 
 
-def _gpu(name: str, pretty: str, model: str, count: int, disk: str, micro: int) -> dict[str, Any]:
-    return {
+def _flavor(
+    name: str,
+    pretty: str,
+    cpu: str,
+    ram: str,
+    disk: str,
+    cents_per_hour: int,
+    gpu: tuple[str, int, str] | None = None,
+) -> dict[str, Any]:
+    """One entry as GET /api/jobs/hardware answers it (the keys huggingface_hub 2.4.0's
+    JobHardwareInfo reads: _jobs_api.py), priced per minute in micro-dollars."""
+    micro = round(cents_per_hour * 10_000 / 60)
+    entry: dict[str, Any] = {
         "name": name,
         "prettyName": pretty,
-        "cpu": "8 vCPU",
-        "ram": "32 GB",
+        "cpu": cpu,
+        "ram": ram,
         "ephemeralStorage": disk,
-        "accelerator": {
-            "type": "gpu",
-            "model": model,
-            "quantity": str(count),
-            "vram": "80 GB",
-            "manufacturer": "Nvidia",
-        },
         "unitCostMicroUSD": micro,
         "unitCostUSD": micro / 1e6,
         "unitLabel": "minute",
     }
+    if gpu is not None:
+        model, count, vram = gpu
+        entry["accelerator"] = {
+            "type": "gpu",
+            "model": model,
+            "quantity": str(count),
+            "vram": vram,
+            "manufacturer": "Nvidia",
+        }
+    return entry
 
 
-# As HF's listing has them: cheapest first.
+# HF's flavors, specs and hourly prices as hub-docs publishes them (docs/hub/jobs-pricing.md;
+# the names are huggingface_hub's JobHardware enum, _jobs_api.py:28-68). There is no H100.
+# The listing is not sorted by price: here it comes in the enum's order, except that the
+# larger A10G and T4 come before the smaller, so a client taking the first match pays more.
 HARDWARE: list[dict[str, Any]] = [
-    {
-        "name": "cpu-basic",
-        "prettyName": "CPU Basic",
-        "cpu": "2 vCPU",
-        "ram": "16 GB",
-        "ephemeralStorage": "50 GB",
-        "unitCostMicroUSD": 167,
-        "unitCostUSD": 0.000167,
-        "unitLabel": "minute",
-    },
-    _gpu("a10g-small", "Nvidia A10G - small", "A10G", 1, "100 GB", 16667),
-    _gpu("h100", "Nvidia H100", "H100", 1, "500 GB", 75000),
-    _gpu("h100x8", "8x Nvidia H100", "H100", 8, "1000 GB", 600000),
+    _flavor("cpu-basic", "CPU Basic", "2 vCPU", "16 GB", "50 GB", 1),
+    _flavor("cpu-upgrade", "CPU Upgrade", "8 vCPU", "32 GB", "50 GB", 3),
+    _flavor("cpu-performance", "CPU Performance", "32 vCPU", "256 GB", "1024 GB", 190),
+    _flavor("cpu-xl", "CPU XL", "16 vCPU", "124 GB", "1000 GB", 100),
+    _flavor("t4-medium", "Nvidia T4 - medium", "8 vCPU", "30 GB", "100 GB", 60, ("T4", 1, "16 GB")),
+    _flavor("t4-small", "Nvidia T4 - small", "4 vCPU", "15 GB", "50 GB", 40, ("T4", 1, "16 GB")),
+    _flavor("l4x1", "1x Nvidia L4", "8 vCPU", "30 GB", "400 GB", 80, ("L4", 1, "24 GB")),
+    _flavor("l4x4", "4x Nvidia L4", "48 vCPU", "186 GB", "3200 GB", 380, ("L4", 4, "96 GB")),
+    _flavor("l40sx1", "1x Nvidia L40S", "8 vCPU", "62 GB", "380 GB", 180, ("L40S", 1, "48 GB")),
+    _flavor("l40sx4", "4x Nvidia L40S", "48 vCPU", "382 GB", "3200 GB", 830, ("L40S", 4, "192 GB")),
+    _flavor(
+        "l40sx8", "8x Nvidia L40S", "192 vCPU", "1534 GB", "6500 GB", 2350, ("L40S", 8, "384 GB")
+    ),
+    _flavor(
+        "a10g-large", "Nvidia A10G - large", "12 vCPU", "46 GB", "200 GB", 150, ("A10G", 1, "24 GB")
+    ),
+    _flavor(
+        "a10g-small", "Nvidia A10G - small", "4 vCPU", "15 GB", "110 GB", 100, ("A10G", 1, "24 GB")
+    ),
+    _flavor(
+        "a10g-largex2",
+        "2x Nvidia A10G - large",
+        "24 vCPU",
+        "92 GB",
+        "1000 GB",
+        300,
+        ("A10G", 2, "48 GB"),
+    ),
+    _flavor(
+        "a10g-largex4",
+        "4x Nvidia A10G - large",
+        "48 vCPU",
+        "184 GB",
+        "2000 GB",
+        500,
+        ("A10G", 4, "96 GB"),
+    ),
+    _flavor(
+        "a100-large",
+        "Nvidia A100 - large",
+        "12 vCPU",
+        "142 GB",
+        "1000 GB",
+        250,
+        ("A100", 1, "80 GB"),
+    ),
+    _flavor(
+        "a100x4",
+        "4x Nvidia A100 - large",
+        "48 vCPU",
+        "568 GB",
+        "4000 GB",
+        1000,
+        ("A100", 4, "320 GB"),
+    ),
+    _flavor(
+        "a100x8",
+        "8x Nvidia A100 - large",
+        "96 vCPU",
+        "1136 GB",
+        "8000 GB",
+        2000,
+        ("A100", 8, "640 GB"),
+    ),
+    _flavor("h200", "Nvidia H200", "23 vCPU", "256 GB", "3000 GB", 500, ("H200", 1, "141 GB")),
+    _flavor(
+        "h200x2", "2x Nvidia H200", "46 vCPU", "512 GB", "6000 GB", 1000, ("H200", 2, "282 GB")
+    ),
+    _flavor(
+        "h200x4", "4x Nvidia H200", "92 vCPU", "1024 GB", "12000 GB", 2000, ("H200", 4, "564 GB")
+    ),
+    _flavor(
+        "h200x8", "8x Nvidia H200", "184 vCPU", "2048 GB", "24000 GB", 4000, ("H200", 8, "1128 GB")
+    ),
+    _flavor(
+        "rtx-pro-6000",
+        "Nvidia RTX PRO 6000",
+        "23 vCPU",
+        "256 GB",
+        "475 GB",
+        275,
+        ("RTX PRO 6000", 1, "96 GB"),
+    ),
+    _flavor(
+        "rtx-pro-6000x2",
+        "2x Nvidia RTX PRO 6000",
+        "46 vCPU",
+        "512 GB",
+        "950 GB",
+        550,
+        ("RTX PRO 6000", 2, "192 GB"),
+    ),
+    _flavor(
+        "rtx-pro-6000x4",
+        "4x Nvidia RTX PRO 6000",
+        "92 vCPU",
+        "1024 GB",
+        "1900 GB",
+        1100,
+        ("RTX PRO 6000", 4, "384 GB"),
+    ),
+    _flavor(
+        "rtx-pro-6000x8",
+        "8x Nvidia RTX PRO 6000",
+        "184 vCPU",
+        "2048 GB",
+        "3800 GB",
+        2200,
+        ("RTX PRO 6000", 8, "768 GB"),
+    ),
 ]
 
 

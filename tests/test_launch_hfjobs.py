@@ -29,7 +29,7 @@ train:
   epochs: 50
   batch: 64
 resources:
-  gpus: "H100:8"
+  gpus: "H200:8"
 push:
   hub: {repo: my-org/run}
 budget:
@@ -61,7 +61,7 @@ def test_the_job_asks_for_the_flavor_a_timeout_past_the_budget_and_the_token_as_
     assert result.returncode == 0, result.stderr
     [request] = hub_server.jobs.requests
     # No --flavor: the one whose GPUs are resources.gpus', from the hardware listing.
-    assert request["flavor"] == "h100x8"
+    assert request["flavor"] == "h200x8"
     # HF's default (30 min) would cut a 2 h run; the timeout covers install + budget + overrun.
     assert request["timeoutSeconds"] == (15 + 120 + 20) * 60
     assert request["attempts"] == 2
@@ -97,7 +97,17 @@ def test_the_stand_in_answers_the_real_client_as_hf_jobs_does(
     api.cancel_job(job_id=job.id, namespace="me")
     assert api.inspect_job(job_id=job.id, namespace="me").status.stage == "CANCELED"
     names = [hw.name for hw in api.list_jobs_hardware()]
-    assert names[:2] == ["cpu-basic", "a10g-small"]
+    assert names[:2] == ["cpu-basic", "cpu-upgrade"] and "h100" not in names
+
+
+def test_without_a_flavor_the_cheapest_that_fits_is_asked_for_not_the_first_listed(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str]
+) -> None:
+    # HF's listing is not sorted by price: a10g-large ($1.50/h) comes before a10g-small ($1.00).
+    text = SPEC.replace('gpus: "H200:8"', 'gpus: "A10G:1"')
+    result = _launch(tmp_path, hub_env, "--namespace", "my-org", text=text)
+    assert result.returncode == 0, result.stderr
+    assert [r["flavor"] for r in hub_server.jobs.requests] == ["a10g-small"]
 
 
 def test_without_namespace_it_bills_the_token_owner(
@@ -116,11 +126,11 @@ def test_without_namespace_it_bills_the_token_owner(
     [
         (
             ("--flavor", "a10g-small"),
-            "flavor a10g-small has 1 x A10G, not the resources.gpus H100:8",
+            "flavor a10g-small has 1 x A10G, not the resources.gpus H200:8",
         ),
         (
             ("--flavor", "h900"),
-            "no flavor 'h900'; HF Jobs has: a10g-small, cpu-basic, h100, h100x8",
+            "no flavor 'h900'; HF Jobs has: a100-large, a100x4, a100x8, a10g-large,",
         ),
     ],
 )
@@ -140,16 +150,16 @@ def test_an_unreadable_listing_takes_the_flavor_named_and_asks_for_one_otherwise
     unnamed = _launch(tmp_path, hub_env, "--namespace", "my-org")
     assert unnamed.returncode == 2
     assert "name the flavor with --flavor" in unnamed.stderr
-    named = _launch(tmp_path, hub_env, "--namespace", "my-org", "--flavor", "h100x8")
+    named = _launch(tmp_path, hub_env, "--namespace", "my-org", "--flavor", "h200x8")
     assert named.returncode == 0, named.stderr
-    assert [r["flavor"] for r in hub_server.jobs.requests] == ["h100x8"]
+    assert [r["flavor"] for r in hub_server.jobs.requests] == ["h200x8"]
 
 
 def test_what_hf_jobs_cannot_rent_is_refused(
     tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str]
 ) -> None:
-    text = SPEC.replace('  gpus: "H100:8"\n', '  gpus: "H100:8"\n  nodes: 2\n  spot: true\n')
-    result = _launch(tmp_path, hub_env, "--namespace", "my-org", "--flavor", "h100x8", text=text)
+    text = SPEC.replace('  gpus: "H200:8"\n', '  gpus: "H200:8"\n  nodes: 2\n  spot: true\n')
+    result = _launch(tmp_path, hub_env, "--namespace", "my-org", "--flavor", "h200x8", text=text)
     assert result.returncode == 2
     assert "resources.nodes must be 1" in result.stderr
     assert "HF Jobs rents no spot machines" in result.stderr
@@ -166,7 +176,7 @@ def test_an_unreachable_hub_is_said_so_and_nothing_is_launched(
     tmp_path: Path, hub_env: dict[str, str]
 ) -> None:
     closed = {**hub_env, "HF_ENDPOINT": "http://127.0.0.1:9"}
-    result = _launch(tmp_path, closed, "--namespace", "my-org", "--flavor", "h100x8")
+    result = _launch(tmp_path, closed, "--namespace", "my-org", "--flavor", "h200x8")
     assert result.returncode == 1
     assert "HF Jobs did not take the job: cannot reach the Hub at http://127.0.0.1:9" in (
         result.stderr
@@ -186,8 +196,8 @@ def test_attempts_are_a_small_positive_number(
 def test_a_disk_larger_than_the_flavor_holds_is_refused(
     tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str]
 ) -> None:
-    text = SPEC.replace('  gpus: "H100:8"\n', '  gpus: "H100:8"\n  disk: 2TB\n')
+    text = SPEC.replace('  gpus: "H200:8"\n', '  gpus: "H200:8"\n  disk: 30TB\n')
     result = _launch(tmp_path, hub_env, "--namespace", "my-org", text=text)
     assert result.returncode == 2
-    assert "flavor h100x8 has 1000 GB of disk; resources.disk asks for 2000 GB" in result.stderr
+    assert "flavor h200x8 has 24000 GB of disk; resources.disk asks for 30000 GB" in result.stderr
     assert hub_server.jobs.requests == []

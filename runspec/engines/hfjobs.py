@@ -38,6 +38,7 @@ class Hardware:
     gpu_model: str | None = None
     gpu_count: int = 0
     disk_bytes: int | None = None
+    cost: float | None = None  # micro-dollars a minute; None: not said
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,9 @@ def hardware_from(listing: list[Any]) -> list[Hardware]:
         if size:
             disk = int(float(size.group(1)) * (1e12 if size.group(2).upper() == "TB" else 1e9))
         model = None if accelerator is None else str(getattr(accelerator, "model", ""))
-        found.append(Hardware(str(item.name), model, count, disk))
+        cost = getattr(item, "unit_cost_micro_usd", None)
+        price = float(cost) if isinstance(cost, (int, float)) and cost >= 0 else None
+        found.append(Hardware(str(item.name), model, count, disk, price))
     return found
 
 
@@ -128,8 +131,8 @@ def choose_flavor(spec: Spec, flavor: str | None, listing: list[Hardware] | None
                     "--flavor (hf jobs hardware lists them) and set resources.gpus to match",
                 ],
             )
-        # The cheapest comes first in HF's listing; the first that fits.
-        hw = fits[0]
+        # HF's listing is not sorted by price: the cheapest that fits (unpriced ones last).
+        hw = min(fits, key=lambda h: (h.cost is None, h.cost or 0.0, h.name))
     disk = spec.resources.disk
     if disk is not None and hw.disk_bytes is not None and disk > hw.disk_bytes:
         raise EngineMisfit(

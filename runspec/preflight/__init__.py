@@ -127,5 +127,6 @@ def run_preflight(
     checks = report.checks
     if phase in ("machine", "all"):
         # Here, not in the child: provider keys and notify URLs' ${NAME}s are the parent's.
-        checks = [*checks, *finish_checks(spec.finish), *notify_checks(spec.notify, os.environ)]
+        ending = finish_checks(spec.finish, folders=(paths.state, paths.project))
+        checks = [*checks, *ending, *notify_checks(spec.notify, os.environ)]
     return PreflightReport(phase=report.phase, checks=checks, seconds=time.monotonic() - started)

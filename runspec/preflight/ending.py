@@ -3,6 +3,8 @@
 A wrong provider setup used to surface at hour 8, with the machine billing on. Checked now,
 changing nothing: for destroy, stop and auto the provider is detected or named, the instance
 identified, the credentials present and one read-only call (the instance's state) answered;
+the right to end it is proven where the API can say so without acting (AWS DryRun, GCP
+testIamPermissions) and named as unproven where it cannot (vast, RunPod, Lambda, Hetzner);
 for poweroff this process can power the machine off; for a command, the program is there.
 `finish.unverified` is checked too, as a warning: it only acts when a push fails.
 
@@ -14,12 +16,13 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from runspec.checkresult import CheckResult, failed, passed, warned
 from runspec.machine.host import FinishHost, container_reason
-from runspec.providers import ProviderError, get_provider
+from runspec.preflight.localssd import local_ssd_checks
+from runspec.providers import Action, ProviderError, get_provider
 from runspec.spec.model import FinishAction, FinishSpec, Unverified
 
 NAME = "finish"
@@ -30,10 +33,19 @@ SYSTEMD = Path("/run/systemd/system")
 def _provider(finish: FinishSpec, env: Mapping[str, str] | None, need_stop: bool) -> str:
     """What the provider check found, in one line; raises ProviderError."""
     provider, how = get_provider(finish.provider, env)
-    found = provider.check()
     if need_stop and not provider.can_stop:
         raise ProviderError(f"{provider.name} cannot stop an instance: {provider.stop_bills}")
+    found = provider.check(_actions(finish.action, need_stop, provider.can_stop))
     return f"{found} (provider {provider.name}: {how})"
+
+
+def _actions(action: FinishAction, need_stop: bool, can_stop: bool) -> tuple[Action, ...]:
+    """What the end will ask of the provider (auto: whichever the cost rule picks)."""
+    if need_stop or action is FinishAction.STOP:
+        return (Action.STOP,)
+    if action is FinishAction.AUTO and can_stop:
+        return (Action.DESTROY, Action.STOP)
+    return (Action.DESTROY,)
 
 
 def _poweroff(host: FinishHost) -> str | None:
@@ -60,8 +72,12 @@ def _command(argv: tuple[str, ...]) -> str | None:
 
 
 def finish_checks(
-    finish: FinishSpec, env: Mapping[str, str] | None = None, host: FinishHost | None = None
+    finish: FinishSpec,
+    env: Mapping[str, str] | None = None,
+    host: FinishHost | None = None,
+    folders: Sequence[Path] = (),
 ) -> list[CheckResult]:
+    """`folders`: the run's own (state, runs), which a stop must keep."""
     host = host or FinishHost()
     action = finish.action
     if action is FinishAction.NONE:
@@ -89,7 +105,7 @@ def finish_checks(
     else:
         results.append(passed(NAME, f"finish.action {action.value} can run here"))
     results.append(_unverified(finish, env, host))
-    return results
+    return results + local_ssd_checks(finish, folders, host.root, env)
 
 
 def _unverified(finish: FinishSpec, env: Mapping[str, str] | None, host: FinishHost) -> CheckResult:

@@ -9,6 +9,8 @@ IMDSv2 (docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.
 EC2 API (docs.aws.amazon.com/AWSEC2/latest/APIReference), POST https://ec2.REGION.amazonaws.com/
   Action=TerminateInstances|StopInstances|DescribeInstances&InstanceId.1=ID&Version=2016-11-15
   -> XML with instanceState/name (shutting-down, terminated, stopping, stopped).
+  With DryRun=true the answer is an error: DryRunOperation (HTTP 412) when allowed,
+  UnauthorizedOperation (HTTP 403) when not; <Response><Errors><Error><Code>.
 SigV4: docs.aws.amazon.com/IAM/latest/UserGuide/create-signed-request.html
 """
 
@@ -27,6 +29,7 @@ from runspec.providers.base import GONE, Action, Provider, ProviderError
 
 EC2_VERSION = "2016-11-15"
 TOKEN_TTL = "300"
+API_ACTION = {Action.DESTROY: "TerminateInstances", Action.STOP: "StopInstances"}
 
 
 @dataclass(frozen=True)
@@ -198,11 +201,12 @@ class AWS(Provider):
         self.http.secrets.extend(s for s in (self._creds.secret_key, self._creds.token) if s)
         return self._creds
 
-    def _ec2(self, action: str, instance: str) -> ET.Element:
+    def _ec2(self, action: str, instance: str, *, dry_run: bool = False) -> ET.Element:
         url = self.endpoint()
-        body = urllib.parse.urlencode(
-            {"Action": action, "InstanceId.1": instance, "Version": EC2_VERSION}
-        ).encode()
+        params = {"Action": action, "InstanceId.1": instance, "Version": EC2_VERSION}
+        if dry_run:
+            params["DryRun"] = "true"
+        body = urllib.parse.urlencode(params).encode()
         headers = {"content-type": "application/x-www-form-urlencoded; charset=utf-8"}
         signed = sign(
             method="POST",
@@ -220,12 +224,34 @@ class AWS(Provider):
         except ET.ParseError as exc:
             raise ProviderError(f"aws: {action} answered with something that is not XML") from exc
 
+    def prove(self, actions: tuple[Action, ...], instance: str) -> str:
+        """EC2's DryRun: "If you have the required permissions, the error response is
+        DryRunOperation. Otherwise, it is UnauthorizedOperation" (botocore's ec2 service-2.json,
+        StopInstances and TerminateInstances). Nothing is stopped or terminated."""
+        proven = []
+        for action in actions:
+            name = API_ACTION[action]
+            try:
+                self._ec2(name, instance, dry_run=True)
+            except ProviderError as exc:
+                if exc.code == "DryRunOperation":
+                    proven.append(name)
+                    continue
+                if exc.code == "UnauthorizedOperation":
+                    raise ProviderError(
+                        f"aws: the credentials may not {name} on {instance} (DryRun answered "
+                        f"UnauthorizedOperation): allow ec2:{name} on it in the IAM policy"
+                    ) from exc
+                raise
+            raise ProviderError(f"aws: {name} with DryRun=true answered as if it had acted")
+        return f"DryRun proves {' and '.join(proven)} allowed on {instance}"
+
     def describe_call(self, action: Action, instance: str) -> str:
-        name = "TerminateInstances" if action is Action.DESTROY else "StopInstances"
+        name = API_ACTION[action]
         return f"POST {self.endpoint()} Action={name}&InstanceId.1={instance} (SigV4, ec2)"
 
     def call(self, action: Action, instance: str) -> None:
-        self._ec2("TerminateInstances" if action is Action.DESTROY else "StopInstances", instance)
+        self._ec2(API_ACTION[action], instance)
 
     def state(self, instance: str) -> str:
         root = self._ec2("DescribeInstances", instance)

@@ -20,10 +20,14 @@ from typing import Any, ClassVar
 
 from runspec.clock import SYSTEM, Clock
 from runspec.errors import RunspecError
+from runspec.providers.answers import TRANSIENT_CODES, said
 
 log = logging.getLogger("runspec.providers")
 
 REDACTED = "<redacted>"
+# 408 timeout, 409 conflict, 423 locked (Hetzner: an action already runs on the server),
+# 425 too early, 429 slow down: each says "again later", not "no".
+TRANSIENT_4XX = frozenset({408, 409, 423, 425, 429})
 
 
 class ProviderError(RunspecError):
@@ -39,18 +43,22 @@ class ProviderError(RunspecError):
         status: int | None = None,
         retry_after: float | None = None,
         timed_out: bool = False,
+        code: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
         self.timed_out = timed_out
+        self.code = code  # the provider's own error code, when its body gave one
 
     @property
     def permanent(self) -> bool:
-        """A refusal that asking again cannot change (bad credentials, no such instance)."""
-        return self.status is not None and 400 <= self.status < 500 and self.status not in (
-            408, 409, 425, 429
-        )  # fmt: skip
+        """A refusal that asking again cannot change (bad credentials, no such instance).
+        423 and the codes that say "an action is running" or "slow down" are not."""
+        if self.code in TRANSIENT_CODES:
+            return False
+        status = self.status
+        return status is not None and 400 <= status < 500 and status not in TRANSIENT_4XX
 
 
 def retry_after(value: str | None) -> float | None:
@@ -140,11 +148,12 @@ class Http:
         except OSError as exc:
             raise ProviderError(f"{where}: {self.redact(str(exc))}") from exc
         if response.status not in ok:
-            snippet = self.redact(response.text.strip().replace("\n", " "))[:200]
+            refusal = said(response.body)
             raise ProviderError(
-                f"{where}: HTTP {response.status}: {snippet}",
+                f"{where}: HTTP {response.status}: {self.redact(refusal.text)}",
                 status=response.status,
                 retry_after=response.retry_after,
+                code=refusal.code,
             )
         return response
 
@@ -219,16 +228,29 @@ class Provider:
         """The provider's word for the instance's state, or GONE."""
         raise NotImplementedError
 
+    def prove(self, actions: tuple[Action, ...], instance: str) -> str:
+        """What can be proven, without acting, of the key's right to do `actions`: a sentence.
+        Raises ProviderError when the provider says it may not. This default is for the APIs
+        with no dry run: a read proves the key reads, nothing more."""
+        verbs = " or ".join(a.value for a in actions)
+        return (
+            f"the key can read instance {instance}; whether it may {verbs} it is known only at "
+            f"the end ({self.name}'s API cannot check a permission without acting: the README's "
+            "Providers says how to make a key that may)"
+        )
+
     # The shared flow.
-    def check(self) -> str:
-        """Read-only proof that this adapter can end this machine: the instance is identified,
-        the credentials work, and the provider reports the instance's state. Changes nothing;
-        raises ProviderError naming what is missing."""
+    def check(self, actions: tuple[Action, ...] = ()) -> str:
+        """Proof, changing nothing, that this adapter can end this machine: the instance is
+        identified, the credentials work, the provider reports the instance's state, and
+        (where its API can say so without acting) the key may do `actions`. Raises
+        ProviderError naming what is missing."""
         instance = self.identify()
         state = self.state(instance)
         if state == GONE:
             raise ProviderError(f"{self.name}: the provider does not know instance {instance}")
-        return f"{self.name} instance {instance} ({self.how_identified()}) reads {state!r}"
+        found = f"{self.name} instance {instance} ({self.how_identified()}) reads {state!r}"
+        return f"{found}; {self.prove(actions, instance)}" if actions else found
 
     def plan(self, action: Action) -> str:
         instance = self.identify()

@@ -6,6 +6,9 @@ Cloud API (docs.hetzner.cloud, base https://api.hetzner.cloud/v1, Bearer token):
   destroy: DELETE /servers/{id}  -> {"action": {...}}
   state:   GET    /servers/{id}  -> {"server": {"status": ...}}; 404 once deleted
 A powered-off Hetzner server bills in full, so runspec never stops one: it deletes or keeps.
+Refusals say {"error": {"code", "message"}} ("Errors" in the API reference): `locked` (HTTP 423,
+an action already runs on the server) is asked again later; `forbidden` (a Read token: "only
+allowed to perform GET requests") and `protected` are not.
 """
 
 from __future__ import annotations
@@ -14,6 +17,13 @@ from typing import ClassVar
 
 from runspec.providers.base import GONE, Action, Provider, ProviderError
 from runspec.units import plain_int
+
+# What to do about the refusals that asking again cannot change.
+FIXES = {
+    "forbidden": "a Read token may only GET: give runspec a Read & Write token",
+    "protected": "the server has delete protection: remove it in the console or with "
+    "`hcloud server disable-protection`",
+}
 
 
 class Hetzner(Provider):
@@ -54,7 +64,15 @@ class Hetzner(Provider):
         return f"DELETE {self.api}/servers/{instance}"
 
     def call(self, action: Action, instance: str) -> None:
-        self.http.request("DELETE", f"{self.api}/servers/{instance}", headers=self._headers())
+        try:
+            self.http.request("DELETE", f"{self.api}/servers/{instance}", headers=self._headers())
+        except ProviderError as exc:
+            hint = FIXES.get(exc.code or "")
+            if hint is None:
+                raise
+            raise ProviderError(
+                f"{exc} ({hint})", status=exc.status, retry_after=exc.retry_after, code=exc.code
+            ) from exc
 
     def state(self, instance: str) -> str:
         resp = self.http.request(

@@ -4,6 +4,9 @@ REST API (docs.runpod.io/api-reference, base https://rest.runpod.io/v1, `Authori
   destroy: DELETE /pods/{podId}          (terminate: the pod and its container disk go)
   stop:    POST   /pods/{podId}/stop     (the volume is kept and billed)
   state:   GET    /pods/{podId}          -> {"desiredStatus": "RUNNING" | "EXITED" | "TERMINATED"}
+The OpenAPI document (runpod/docs api-reference/openapi.json) has DELETE answer 204 and GET
+404 "Pod not found", and documents no error body; a key's right to write is not checkable
+without acting (keys are All, Restricted per API, or Read Only).
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ REST API (docs.vast.ai/api, base https://console.vast.ai/api/v0, `Authorization:
   destroy: DELETE /instances/{id}/                       (CLI `vastai destroy instance`)
   stop:    PUT    /instances/{id}/  {"state": "stopped"}  (CLI `vastai stop instance`)
   state:   GET    /instances/{id}/  -> {"instances": {"actual_status", "intended_status"}}
+A destroy or a stop answered 200 may still be a refusal: {"success": false, "error", "msg"}
+(vast-ai/docs api-reference/openapi: DELETE /api/v0/instances/{id}/, x-scope instance_write;
+GET answers {"instances": null} for an instance that is gone).
 A stopped vast instance still bills its disk (docs: "Disk charges continue; no GPU charges").
 """
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from runspec.providers.answers import said
 from runspec.providers.base import GONE, Action, Provider, ProviderError, env_or_file
 
 
@@ -60,9 +64,24 @@ class Vast(Provider):
     def call(self, action: Action, instance: str) -> None:
         url = f"{self.api}/instances/{instance}/"
         if action is Action.DESTROY:
-            self.http.request("DELETE", url, headers=self._headers())
+            resp = self.http.request("DELETE", url, headers=self._headers())
         else:
-            self.http.request("PUT", url, headers=self._headers(), json_body={"state": "stopped"})
+            body = {"state": "stopped"}
+            resp = self.http.request("PUT", url, headers=self._headers(), json_body=body)
+        # A 200 is not a success: vast answers {"success": false, "msg": ...} for a refusal
+        # (its OpenAPI for DELETE /instances/{id}/); vast-cli prints msg and stops there.
+        try:
+            data = resp.json()
+        except ProviderError:
+            data = None  # no verdict in the body: the state polls that follow tell
+        if isinstance(data, dict) and data.get("success") is False:
+            why = said(resp.body)
+            method = "DELETE" if action is Action.DESTROY else "PUT"
+            raise ProviderError(
+                f"vast: {method} {url}: HTTP 200 with success false: "
+                f"{self.http.redact(why.text) or 'no reason given'}",
+                code=why.code,
+            )
 
     def state(self, instance: str) -> str:
         url = f"{self.api}/instances/{instance}/"

@@ -24,7 +24,13 @@ from runspec.checkresult import CheckResult, failed, passed
 from runspec.hubreach import UNREACHABLE_FIX, endpoint_set, unreachable
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
 from runspec.push.manifest import ManifestEntry
-from runspec.push.owner_check import MAX_BYTES, REUSE_FIX, held_elsewhere
+from runspec.push.owner_check import (
+    MAX_BYTES,
+    REUSE_FIX,
+    ROLE_FIX,
+    held_elsewhere,
+    may_not_write,
+)
 from runspec.spec.model import Spec
 from runspec.store.paths import RunPaths
 
@@ -99,9 +105,9 @@ class HubTarget(PushTarget):
             if cannot is None:
                 raise
             return failed("push", f"{cannot} (pushing to {repo})", UNREACHABLE_FIX)
-        refusal = _may_not_write(who, repo)
+        refusal = may_not_write(who, repo)
         if refusal is not None:
-            return failed("push", refusal, "give the daemon a write token for that namespace")
+            return failed("push", refusal, ROLE_FIX)
         try:
             exists = api.repo_exists(repo, repo_type="model")
         except (HfHubHTTPError, OSError) as exc:
@@ -244,33 +250,6 @@ def _small_file(repo: str, path: str) -> bytes | None:
     except Exception:  # unreadable is "no run's files seen", as the docstring says
         return None
     return bytes(data)
-
-
-def _may_not_write(who: dict[str, Any] | None, repo: str) -> str | None:
-    """Why whoami's answer says the token cannot write to `repo`; None when it may (or
-    cannot tell: the first push is then the proof)."""
-    if not who:
-        return None
-    token = (who.get("auth") or {}).get("accessToken") or {}
-    role = token.get("role")
-    if role == "read":
-        return f"the Hub token is read-only: it cannot push to {repo}"
-    namespace = repo.split("/", 1)[0]
-    names = {who.get("name")} | {
-        o.get("name") for o in who.get("orgs") or [] if isinstance(o, dict)
-    }
-    if namespace not in names:
-        return f"the token's user {who.get('name')!r} is not {namespace!r} nor one of its orgs"
-    if role == "fineGrained":
-        grants = (token.get("fineGrained") or {}).get("scoped") or []
-        for grant in grants:
-            entity = grant.get("entity") or {}
-            if entity.get("name") in (namespace, repo) and "repo.write" in (
-                grant.get("permissions") or []
-            ):
-                return None
-        return f"the fine-grained token has no repo.write on {namespace}"
-    return None
 
 
 def _compare(entry: ManifestEntry, remote: object) -> str | None:

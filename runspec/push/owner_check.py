@@ -1,5 +1,6 @@
-"""Whose run a push target already holds: a second run must not replace another's card,
-spec, record and weights because its spec was copied with only `name:` changed.
+"""Whose run a push target already holds, and whether the token may write there at all: a
+second run must not replace another's card, spec, record and weights because its spec was
+copied with only `name:` changed, and a token whose role in the org is `read` cannot push.
 
 The pushed manifest (`runspec/manifest.json`, in every push) names the run that wrote it, and
 the final push's `runspec/record.json` names it too. Either naming another run refuses the
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 from runspec.printable import printable
 from runspec.push import remote
@@ -49,3 +51,55 @@ def held_elsewhere(where: str, name: str, read: Reader) -> str | None:
 
 
 REUSE_FIX = "push to another repo (push.hub.repo), or set push.hub.reuse: true to share it"
+
+
+# An org member with one of these roles cannot push to the org's repos (huggingface/hub-docs,
+# docs/hub/organizations-security.md: no_access, read, contributor, write, admin).
+NO_PUSH_ROLES = frozenset({"no_access", "read"})
+
+
+def _dict(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def may_not_write(who: object, repo: str) -> str | None:
+    """Why whoami-v2's answer says the token cannot write to `repo`; None when it may (or
+    cannot tell: the first push is then the proof). The answer is the Hub's, read as
+    untrusted: a field of the wrong shape tells nothing."""
+    if not isinstance(who, dict) or not who:
+        return None
+    token = _dict(_dict(who.get("auth")).get("accessToken"))
+    role = token.get("role")
+    if role == "read":
+        return f"the Hub token is read-only: it cannot push to {repo}"
+    namespace = repo.split("/", 1)[0]
+    orgs = {o.get("name"): o for o in map(_dict, _list(who.get("orgs")))}
+    user = who.get("name")
+    if namespace != user and namespace not in orgs:
+        return f"the token's user {printable(str(user))!r} is not {namespace!r} nor one of its orgs"
+    in_org = orgs.get(namespace) if namespace != user else None
+    org_role = in_org.get("roleInOrg") if in_org is not None else None
+    if org_role in NO_PUSH_ROLES:
+        return (
+            f"{printable(str(user))!r} is a member of {namespace!r} with the role {org_role!r}: "
+            f"that role cannot push to {repo}"
+        )
+    if role == "fineGrained":
+        for grant in map(_dict, _list(_dict(token.get("fineGrained")).get("scoped"))):
+            entity = _dict(grant.get("entity"))
+            if entity.get("name") in (namespace, repo) and "repo.write" in _list(
+                grant.get("permissions")
+            ):
+                return None
+        return f"the fine-grained token has no repo.write on {namespace}"
+    return None
+
+
+ROLE_FIX = (
+    "give the daemon a write token for that namespace (an org admin gives members the write "
+    "role under the org's Members settings)"
+)
