@@ -58,7 +58,9 @@ class Problem:
     def __str__(self) -> str:
         # File names, keys and values come from whoever wrote the spec: a terminal escape or a
         # newline among them must show as text, not act (see runspec.printable).
-        text = f"{self.file}:{self.line}:{self.column}: {self.pointer}: {self.message}"
+        # A problem of the whole file (its YAML, its size) has no pointer: no empty field.
+        where = f"{self.pointer}: " if self.pointer else ""
+        text = f"{self.file}:{self.line}:{self.column}: {where}{self.message}"
         return printable(text)
 
     def as_dict(self) -> dict[str, object]:

@@ -63,7 +63,7 @@ def test_fifo_is_rejected_and_the_daemon_keeps_answering(make_daemon) -> None:  
     daemon.wait_ready()
     os.mkfifo(daemon.inbox / "pipe.yaml")
     text = _rejected(daemon, "pipe.yaml")
-    assert "pipe.yaml:1:1: : a FIFO (named pipe), not a regular file" in text
+    assert "pipe.yaml:1:1: a FIFO (named pipe), not a regular file" in text
     assert stat.S_ISFIFO(os.lstat(daemon.inbox / "rejected" / "pipe.yaml").st_mode)
     _still_answering(daemon, "after-fifo")
 
@@ -256,7 +256,7 @@ def test_a_spec_whose_handling_raises_is_rejected_with_the_reason(make_daemon, d
     daemon.wait_ready()
     drop(inbox, "boom.yaml", spec_text("boom"))
     text = _rejected(daemon, "boom.yaml")
-    assert text.startswith("boom.yaml:1:1: : runspec could not queue it (NotADirectoryError")
+    assert text.startswith("boom.yaml:1:1: runspec could not queue it (NotADirectoryError")
     assert os.listdir(state / "claimed") == []
     assert not (inbox / "boom.yaml").exists()
     _still_answering(daemon, "after-boom")

@@ -135,7 +135,7 @@ def test_submit_of_a_file_past_the_limit_reads_no_further(tmp_path: Path) -> Non
         fh.truncate(1 << 30)  # sparse
     out = _run(sys.executable, "-m", "runspec", "submit", str(big), "--inbox", str(inbox))
     assert out.returncode == 2
-    assert f"{big}:1:1: : the file is 1,073,741,824 bytes; a spec may be at most 1 MiB" in (
+    assert f"{big}:1:1: the file is 1,073,741,824 bytes; a spec may be at most 1 MiB" in (
         out.stdout
     )
     assert list(inbox.iterdir()) == []

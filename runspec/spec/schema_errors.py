@@ -133,6 +133,24 @@ def _quote_hint(error: Any, report: Reporter) -> str:
     return f" (YAML reads {text} as {show(error.instance)}; quote it: '{text}')"
 
 
+# A section given as one word where a mapping is wanted: the mapping that word belongs in.
+_MAPPING_EXAMPLES: dict[KeyPath, str] = {
+    ("finish",): "finish: {{action: {value}, provider: vast}}",
+    ("push",): "push: {{hub: {{repo: {value}}}}}",
+    ("dataset",): "dataset: {{hub: {{repo: {value}, file: data.tar}}}}",
+    ("train",): "train: {{model: {value}, epochs: 100}}",
+    ("budget",): "budget: {{wall_clock: {value}}}",
+}
+
+
+def _misspelled(key: str, instance: Any, known: tuple[str, ...]) -> bool:
+    """Whether an unknown key of `instance` is `key` misspelled (its did-you-mean names it)."""
+    if not isinstance(instance, dict) or len(instance) > 200:  # a typo, not a flood of keys
+        return False
+    unknown = [k for k in instance if isinstance(k, str) and k not in known]
+    return any(repr(key) in did_you_mean(k, known) for k in unknown)
+
+
 def explain(error: Any, report: Reporter) -> None:
     """Add the problems one jsonschema error stands for."""
     path: KeyPath = tuple(error.absolute_path)
@@ -154,9 +172,10 @@ def explain(error: Any, report: Reporter) -> None:
                     hint = did_you_mean(key, known)
                 report.add((*path, key), f"unknown key {key!r}{hint}", at_key=True)
     elif kind == "required":
+        known = tuple(sub.get("properties", {}))
         for key in error.validator_value:
-            if key in instance:
-                continue
+            if key in instance or _misspelled(key, instance, known):
+                continue  # the unknown key's did-you-mean names it: one line, not two
             if custom:
                 message = custom
             elif not path and key in _TOP_HINTS:
@@ -196,6 +215,8 @@ def explain(error: Any, report: Reporter) -> None:
             hint = " (YAML 1.2 reads yes/no/on/off as strings: write true or false)"
         if wanted == "object" and instance is None:
             hint = " (a key with nothing after it is null: write {} for an empty mapping)"
+        if wanted == "object" and isinstance(instance, str) and path in _MAPPING_EXAMPLES:
+            hint = f" (write it as a mapping: {_MAPPING_EXAMPLES[path].format(value=instance)})"
         hint = hint or _quote_hint(error, report)
         report.add(path, f"expected {' or '.join(names)}, got {show(instance)}{hint}")
     elif kind == "enum":

@@ -42,15 +42,18 @@ def _epoch_words(epochs: dict[str, Any] | None) -> str | None:
     return f"about {epochs['fit']} of your {epochs['of']} epochs fit at {each} an epoch"
 
 
+def _problem(p: dict[str, Any]) -> str:
+    """As runspec.errors.Problem prints itself: no empty pointer field."""
+    where = f"{p['pointer']}: " if p["pointer"] else ""
+    return f"{p['file']}:{p['line']}:{p['column']}: {where}{p['message']}"
+
+
 def _lines(entry: dict[str, Any]) -> list[str]:
     head = entry["file"] + (f": {entry['name']}" if "name" in entry else "")
     if "error" in entry:
         return [f"{head}: cannot plan: {entry['error']}"]
     if not entry["valid"]:
-        found = [
-            f"  {p['file']}:{p['line']}:{p['column']}: {p['pointer']}: {p['message']}"
-            for p in entry["problems"]
-        ]
+        found = [f"  {_problem(p)}" for p in entry["problems"]]
         return [f"{head}: invalid", *found]
     out = [
         f"{head}: valid",
@@ -91,14 +94,7 @@ def markdown(entries: list[dict[str, Any]]) -> str:
         name = _md(e["file"]) + (f" ({_md(e['name'])})" if "name" in e else "")
         if not e["valid"]:
             rows.append(f"| {name} | no | | | |")
-            why = (
-                [e["error"]]
-                if "error" in e
-                else [
-                    f"{p['file']}:{p['line']}:{p['column']}: {p['pointer']}: {p['message']}"
-                    for p in e["problems"]
-                ]
-            )
+            why = [e["error"]] if "error" in e else [_problem(p) for p in e["problems"]]
             notes += [f"- {_md(w)}" for w in why]
             continue
         worst = _md(_bill_words(e["worst_case_cost"], e["hourly_cost"]))
