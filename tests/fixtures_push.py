@@ -156,7 +156,15 @@ def make_run(tmp_path: Path) -> Iterator[MakeRun]:
         spec_file.write_text(SPEC.format(name=name, target=target_lines, every=every))
         spec = load_spec(spec_file)
         clock = ManualClock()
-        record = accept(spec, state, provenance={"test": True}, clock=clock)
+        # As `runspec submit` records it on the machine: what may leave it is chosen at push.
+        submitted = {
+            "via": "runspec submit",
+            "source_path": f"/home/ada/specs/{name}.yaml",
+            "submitted_by": "ada",
+            "host": "ada-laptop",
+            "spec_dir": "/home/ada/specs",
+        }
+        record = accept(spec, state, provenance=submitted, clock=clock)
         store = RecordStore(state, clock)
         paths = RunPaths.for_spec(spec, state)
         paths.run_dir.mkdir(parents=True, exist_ok=True)

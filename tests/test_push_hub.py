@@ -30,7 +30,13 @@ def test_first_push_lands_whole_and_is_verified(hub_server: HubServer, make_run:
     for rel in ("status.json", "metrics.jsonl", "train.log", "train_config.yaml"):
         assert hub_server.read_file("me/run1", rel) == (run.run_dir / rel).read_bytes()
     assert hub_server.read_file("me/run1", "runspec/spec.yaml") == run.spec.text.encode()
-    assert b'"test": true' in hub_server.read_file("me/run1", "runspec/provenance.json")
+    # The provenance that leaves the machine names how the spec came and its file, never the
+    # submitting machine's folders, user or host.
+    pushed_provenance = hub_server.read_file("me/run1", "runspec/provenance.json")
+    shown = json.loads(pushed_provenance)
+    assert shown["via"] == "runspec submit" and shown["file"] == "run1.yaml"
+    assert set(shown) == {"via", "file", "sha256"}
+    assert b"/home/ada" not in pushed_provenance and b"laptop" not in pushed_provenance
     assert hub_server.repo("me/run1").private
     record = run.reload()
     assert record.last_push is not None

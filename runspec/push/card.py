@@ -21,6 +21,7 @@ from runspec.cost import usd_text
 from runspec.printable import printable
 from runspec.push.remote import CURVES, SPEC
 from runspec.spec.model import Spec
+from runspec.spec.provenance import public
 from runspec.store.paths import RunPaths
 from runspec.store.state import RunRecord
 from runspec.trainer.observer import read_epochs
@@ -63,7 +64,8 @@ def _provenance(paths: RunPaths) -> str:
         dirty = " (uncommitted changes)" if git.get("dirty") else ""
         remote = f" of {git['remote']}" if git.get("remote") else ""
         return f"{git.get('path')} at commit {str(git['commit'])[:12]}{remote}{dirty}"
-    return f"{prov.get('via', 'received')} ({prov.get('source') or prov.get('source_path')})"
+    named = public(prov).get("file")  # the file's name: never the machine's folders
+    return f"{prov.get('via', 'received')}" + (f" ({named})" if named else "")
 
 
 def _metrics(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:

@@ -28,6 +28,7 @@ from runspec.push.manifest import CHUNK, ManifestEntry, digest_file
 from runspec.push.remote import MANIFEST
 from runspec.push.report import libreyolo_plots
 from runspec.spec.model import Spec
+from runspec.spec.provenance import public
 from runspec.store.atomic import write_json_atomic, write_text
 from runspec.store.paths import RunPaths
 from runspec.trainer.checkpoints import CheckpointFile, complete_checkpoints, stage_copy
@@ -146,9 +147,10 @@ class Stager:
         for rel in self.run_files():
             self._snapshot(self.paths.run_dir / rel, rel, epoch)
         paths = self.paths
+        write_public_provenance(paths)
         extras = {
             remote.SPEC: paths.spec_file,
-            remote.PROVENANCE: paths.provenance_file,
+            remote.PROVENANCE: paths.public_provenance_file,
         }
         if final:
             # A failed run's story must be readable after the machine is gone (its record
@@ -243,3 +245,13 @@ class Stager:
             if self.index[rel].released:
                 del self.index[rel]
         self._save_index()
+
+
+def write_public_provenance(paths: RunPaths) -> None:
+    """The provenance as it may leave the machine, beside the job folder's whole one."""
+    try:
+        whole = json.loads(paths.provenance_file.read_text())
+    except (OSError, ValueError):
+        return  # none recorded: nothing pushed for it
+    if isinstance(whole, dict):
+        write_json_atomic(paths.public_provenance_file, public(whole), mode=0o644)

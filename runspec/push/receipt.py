@@ -29,6 +29,7 @@ from runspec.push.base import PushFailed, PushTarget, StagedFile
 from runspec.push.manifest import Manifest, ManifestEntry, digest_file
 from runspec.push.remote import RECEIPT
 from runspec.spec.model import FinishAction, Spec
+from runspec.spec.provenance import public
 from runspec.store.atomic import write_text
 from runspec.store.paths import RunPaths
 from runspec.store.state import RunRecord
@@ -89,6 +90,8 @@ def source(paths: RunPaths) -> dict[str, Any]:
     out: dict[str, Any] = {"via": provenance.get("via", "inbox") if provenance else "inbox"}
     if isinstance(git, dict):
         out.update({k: git[k] for k in _GIT_KEYS if k in git})
+    if isinstance(provenance, dict) and "file" in (shown := public(provenance)):
+        out["file"] = shown["file"]
     return out
 
 

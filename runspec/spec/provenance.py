@@ -69,3 +69,17 @@ def describe_submission(spec_file: Path, submitted_at: str) -> dict[str, Any]:
     if git is not None:
         info["git"] = git
     return info
+
+
+# What of a provenance leaves the machine (the pushed runspec/provenance.json, the card, the
+# receipt): how the spec came and its git facts. The submitting machine's absolute paths, its
+# user and its host stay in the job folder.
+PUBLIC_KEYS = ("via", "submitted_at", "claimed_at", "sha256", "git")
+
+
+def public(provenance: dict[str, Any]) -> dict[str, Any]:
+    out = {k: provenance[k] for k in PUBLIC_KEYS if k in provenance}
+    source = provenance.get("source_path") or provenance.get("inbox_file")
+    if isinstance(source, str) and source:
+        out["file"] = Path(source).name  # the spec file's name, never its folder
+    return out

@@ -245,6 +245,11 @@ class RunPaths:
         return self.job_dir / "provenance.json"
 
     @property
+    def public_provenance_file(self) -> Path:
+        """The provenance as pushed: no machine paths, user or host (spec.provenance.public)."""
+        return self.job_dir / "provenance.public.json"
+
+    @property
     def receipt_file(self) -> Path:
         """The receipt pushed after the final weights verified (runspec.push.receipt)."""
         return self.job_dir / "receipt.json"
