@@ -86,13 +86,15 @@ def run(args: argparse.Namespace) -> Outcome:
                 problems.extend(found)
     if args.format == "json":
         # One shape for one file or a thousand: the counts, then every problem.
-        print_json({
-            "valid": checked - invalid,
-            "invalid": invalid,
-            "skipped": skipped,
-            "unreadable": len(unreadable),
-            "problems": [p.as_dict() for p in [*(u for u, _ in unreadable), *problems]],
-        })  # fmt: skip
+        print_json(
+            {
+                "valid": checked - invalid,
+                "invalid": invalid,
+                "skipped": skipped,
+                "unreadable": len(unreadable),
+                "problems": [p.as_dict() for p in [*(u for u, _ in unreadable), *problems]],
+            }
+        )
     else:
         for _, line in unreadable:
             print(f"runspec: {printable(line)}", file=sys.stderr)

@@ -28,23 +28,34 @@ def _duration(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("targets", nargs="+", metavar="ORG|REPO", help="an org (its runspec "
-                        "repos) or owner/name repos")  # fmt: skip
+    parser.add_argument(
+        "targets",
+        nargs="+",
+        metavar="ORG|REPO",
+        help="an org (its runspec repos) or owner/name repos",
+    )
     parser.add_argument("--once", action="store_true", help="one pass, then exit")
     parser.add_argument("--every", type=_duration, default=300.0, help="between passes (5m)")
     parser.add_argument("--dry-run", action="store_true", help="say what it would end; end none")
-    parser.add_argument("--grace", type=_duration, default=None,
-                        help="after the lease expired (default: one lease)")  # fmt: skip
     parser.add_argument(
-        "--destroy-unverified-after", type=_duration, default=None, metavar="DURATION",
+        "--grace", type=_duration, default=None, help="after the lease expired (default: one lease)"
+    )
+    parser.add_argument(
+        "--destroy-unverified-after",
+        type=_duration,
+        default=None,
+        metavar="DURATION",
         help="where the provider cannot stop (Lambda, Hetzner): destroy a box holding "
         "unverified weights this long after it should have ended (default: never)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--notify", action="append", default=os.environ.get(NOTIFY_VARIABLE, "").split(),
-        metavar="URL", help=f"an apprise URL for what needs a person (repeatable; default "
+        "--notify",
+        action="append",
+        default=os.environ.get(NOTIFY_VARIABLE, "").split(),
+        metavar="URL",
+        help=f"an apprise URL for what needs a person (repeatable; default "
         f"${NOTIFY_VARIABLE}, space-separated: how the scheduled job gets them)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--install",
         choices=("hf-jobs",),
@@ -64,17 +75,20 @@ def run(args: argparse.Namespace) -> Outcome:
         if args.format == "json":
             print_json(job)
         else:
-            print(f"runspec watch: scheduled job {job['id']} ({job['flavor']}, {job['schedule']},"
-                  f" about ${job['usd_per_day']:.2f}/day) watches {args.targets[0]}")  # fmt: skip
+            print(
+                f"runspec watch: scheduled job {job['id']} ({job['flavor']}, {job['schedule']},"
+                f" about ${job['usd_per_day']:.2f}/day) watches {args.targets[0]}"
+            )
         return Outcome.OK
     from runspec.clock import SYSTEM
     from runspec.watch.act import WatchOptions
     from runspec.watch.fleet import watch_pass
 
     opts = WatchOptions(
-        grace=args.grace, destroy_unverified_after=args.destroy_unverified_after,
+        grace=args.grace,
+        destroy_unverified_after=args.destroy_unverified_after,
         dry_run=args.dry_run,
-    )  # fmt: skip
+    )
     as_json = args.format == "json"
     while True:
         seen, ok = watch_pass(args.targets, opts, args.notify, say=_say(as_json))

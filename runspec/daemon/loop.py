@@ -67,10 +67,13 @@ class Daemon:
         self.runs = RunKeeper(config, self.store, clock, progress, once)
         self.lock: FileLock | None = None
         self.inbox = Inbox(
-            config.inbox, config.state, self._accept, clock=clock,
+            config.inbox,
+            config.state,
+            self._accept,
+            clock=clock,
             incomplete_wait=config.incomplete_wait,
             settle=config.inbox_settle,
-        )  # fmt: skip
+        )
         self.timers = Timers(clock)
         self.runs.timers = self.timers
         self.runs.inbox_pending = lambda: bool(self.inbox.pending)
@@ -180,9 +183,11 @@ class Daemon:
     # -- one pass of the loop -----------------------------------------------------------
     def step(self) -> None:
         waits = [
-            TICK, self.inbox.next_check_in(), self.notifier.watchdog_interval,
+            TICK,
+            self.inbox.next_check_in(),
+            self.notifier.watchdog_interval,
             self.timers.next_in(),
-        ]  # fmt: skip
+        ]
         timeout = min(w for w in waits if w is not None)
         try:
             kind, name = self.inbox.events.get(timeout=timeout)

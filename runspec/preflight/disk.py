@@ -173,10 +173,29 @@ _SYSTEM_MOUNTS = ("/proc", "/sys", "/dev", "/run", "/etc", "/usr", "/boot", "/va
 def persistent_volumes(mounts: list[Mount]) -> list[Path]:
     """Mounted filesystems a user would keep data on (a provider's volume, not the image)."""
     skip = {
-        "proc", "sysfs", "cgroup", "cgroup2", "devpts", "mqueue", "tmpfs", "overlay", "aufs",
-        "devtmpfs", "securityfs", "debugfs", "tracefs", "pstore", "bpf", "autofs", "hugetlbfs",
-        "fusectl", "configfs", "binfmt_misc", "nsfs", "squashfs",
-    }  # fmt: skip
+        "proc",
+        "sysfs",
+        "cgroup",
+        "cgroup2",
+        "devpts",
+        "mqueue",
+        "tmpfs",
+        "overlay",
+        "aufs",
+        "devtmpfs",
+        "securityfs",
+        "debugfs",
+        "tracefs",
+        "pstore",
+        "bpf",
+        "autofs",
+        "hugetlbfs",
+        "fusectl",
+        "configfs",
+        "binfmt_misc",
+        "nsfs",
+        "squashfs",
+    }
     return [
         m.point
         for m in mounts

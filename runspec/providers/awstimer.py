@@ -35,10 +35,15 @@ def schedule_name(run: str, instance: str) -> str:
 
 def _signed(aws: AWS, method: str, url: str, body: bytes) -> dict[str, str]:
     return sign(
-        method=method, url=url, headers={"content-type": "application/json"}, payload=body,
-        creds=aws.credentials(), region=aws.region(), service="scheduler",
+        method=method,
+        url=url,
+        headers={"content-type": "application/json"},
+        payload=body,
+        creds=aws.credentials(),
+        region=aws.region(),
+        service="scheduler",
         now=dt.datetime.fromtimestamp(aws.clock.time(), tz=dt.timezone.utc),
-    )  # fmt: skip
+    )
 
 
 def _url(aws: AWS, name: str) -> str:
@@ -64,16 +69,27 @@ def arm_stop_timer(aws: AWS, run: str, instance: str, at: float) -> dict[str, An
     name = schedule_name(run, instance)
     url = _url(aws, name)
     when = dt.datetime.fromtimestamp(at, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-    body = json.dumps({
-        "ScheduleExpression": f"at({when})", "ScheduleExpressionTimezone": "UTC",
-        "FlexibleTimeWindow": {"Mode": "OFF"}, "ActionAfterCompletion": "DELETE",
-        "Description": f"runspec: stop {instance} if run {run} is still up",
-        "Target": {"Arn": TARGET, "RoleArn": role,
-                   "Input": json.dumps({"InstanceIds": [instance]})},
-    }).encode()  # fmt: skip
+    body = json.dumps(
+        {
+            "ScheduleExpression": f"at({when})",
+            "ScheduleExpressionTimezone": "UTC",
+            "FlexibleTimeWindow": {"Mode": "OFF"},
+            "ActionAfterCompletion": "DELETE",
+            "Description": f"runspec: stop {instance} if run {run} is still up",
+            "Target": {
+                "Arn": TARGET,
+                "RoleArn": role,
+                "Input": json.dumps({"InstanceIds": [instance]}),
+            },
+        }
+    ).encode()
     headers = _signed(aws, "POST", url, body)
     response = aws.http.request("POST", url, headers=headers, body=body, ok=(200, 409))
     return {
-        "provider": "aws", "kind": "eventbridge-scheduler", "name": name, "action": "stop",
-        "at": utc_iso(at), "already": response.status == 409,
-    }  # fmt: skip
+        "provider": "aws",
+        "kind": "eventbridge-scheduler",
+        "name": name,
+        "action": "stop",
+        "at": utc_iso(at),
+        "already": response.status == 409,
+    }

@@ -277,8 +277,11 @@ class Provider:
         outcome = self.confirm(action, instance, call)
         if outcome.confirmed:
             return outcome
-        log.warning("%s: no sign of the %s requested before the restart: requesting it", self.name,
-                    action.value)  # fmt: skip
+        log.warning(
+            "%s: no sign of the %s requested before the restart: requesting it",
+            self.name,
+            action.value,
+        )
         self.call(action, instance)
         return self.confirm(action, instance, call)
 

@@ -53,9 +53,13 @@ def push_card(
         say(warning(f"no model card to push: {one_line(exc)}"))
         return False
     entry = ManifestEntry(
-        path=CARD, size=digest.size, sha256=digest.sha256, epoch=None, time="",
+        path=CARD,
+        size=digest.size,
+        sha256=digest.sha256,
+        epoch=None,
+        time="",
         blob_id=digest.blob_id,
-    )  # fmt: skip
+    )
     staged = StagedFile(entry, card)
     try:
         commit = target.push([staged], "runspec: model card")

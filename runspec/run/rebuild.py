@@ -66,8 +66,9 @@ def rebuilt_record(paths: RunPaths, clock: Clock, damaged: Damaged) -> RunRecord
     if manifest is not None:
         files = [entry.path for entry in manifest.entries]
         size = sum(entry.size for entry in manifest.entries)
-        record.last_push = PushRecord(manifest.epoch, manifest.time, None, files, size,
-                                      final=manifest.final)  # fmt: skip
+        record.last_push = PushRecord(
+            manifest.epoch, manifest.time, None, files, size, final=manifest.final
+        )
     why = f"rebuilt from its job folder ({damaged.reason})"
     record.history.append({"time": now, "from": "damaged", "to": "training", "reason": why})
     return record

@@ -81,8 +81,13 @@ class FinishRecord:
                 result = FinishResult(**{k: v for k, v in data.items() if k in fields})
             except TypeError:
                 result = None
-        return cls(FinishStep(step), data.get("action"), str(data.get("summary", "")),
-                   str(data.get("why", "")), result)  # fmt: skip
+        return cls(
+            FinishStep(step),
+            data.get("action"),
+            str(data.get("summary", "")),
+            str(data.get("why", "")),
+            result,
+        )
 
     @property
     def unconfirmed_end(self) -> bool:

@@ -45,8 +45,16 @@ def is_intact(path: Path) -> bool:
                 return archive.testzip() is None  # not torch's layout: the stdlib's own check
             buffer = memoryview(bytearray(_CHUNK))
             return all(_stored_member_sound(raw, member, buffer) for member in members)
-    except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, RuntimeError,
-            struct.error, zlib.error):  # fmt: skip
+    except (
+        OSError,
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        EOFError,
+        ValueError,
+        RuntimeError,
+        struct.error,
+        zlib.error,
+    ):
         # A damaged archive makes the stdlib's parser raise more than BadZipFile (a flipped
         # version byte: NotImplementedError, a RuntimeError; a damaged extra field:
         # struct.error; a damaged compressed member: zlib.error): not whole.

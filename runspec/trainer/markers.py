@@ -25,8 +25,11 @@ def mark(ctl: Path, marker: EpochMarker) -> None:
         if not is_unwritable(exc):
             raise
         if ctl not in _UNWRITTEN:
-            print(f"runspec.trainer: cannot write the epoch marker ({exc}); training goes on",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"runspec.trainer: cannot write the epoch marker ({exc}); training goes on",
+                file=sys.stderr,
+                flush=True,
+            )
         _UNWRITTEN[ctl] = marker
     else:
         _UNWRITTEN.pop(ctl, None)

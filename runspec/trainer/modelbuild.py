@@ -36,8 +36,11 @@ def weights_ref(ref: str, cache: Path) -> str:
     if len(path.parts) == 1 and not ref.startswith("."):
         # As LibreYOLO's own _resolve_weights_path: weights/NAME, unless only NAME is there.
         bare = cache / path
-        return str(bare if bare.exists() and not (cache / "weights" / path).exists()
-                   else cache / "weights" / path)  # fmt: skip
+        return str(
+            bare
+            if bare.exists() and not (cache / "weights" / path).exists()
+            else cache / "weights" / path
+        )
     return str(cache / path)
 
 

@@ -18,8 +18,14 @@ from runspec.units import format_bytes, plain_int
 from runspec.views.epochline import metric_name
 from runspec.voice import ERROR, Said
 
-FAILED = frozenset({Termination.FAILED_PREFLIGHT, Termination.FAILED_STAGING,
-                    Termination.FAILED_TRAINING, Termination.LOST})  # fmt: skip
+FAILED = frozenset(
+    {
+        Termination.FAILED_PREFLIGHT,
+        Termination.FAILED_STAGING,
+        Termination.FAILED_TRAINING,
+        Termination.LOST,
+    }
+)
 
 
 def push_target(spec: Spec, paths: RunPaths) -> str:
