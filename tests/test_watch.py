@@ -7,6 +7,7 @@ as a box would have written them, with times relative to now.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import select
 import subprocess
@@ -77,15 +78,40 @@ def test_within_the_grace_nothing_is_ended(
     assert standin.made() == []
 
 
+def _final_weights(hub_server: HubServer, pushed: bytes, listed: bytes) -> dict[str, Any]:
+    """`pushed` as the run's last.pt in its repo; the lease's final_weights name `listed`."""
+    hub_server.put_file(REPO, "weights/last.pt", pushed, repo_type="model")
+    entry = {"size": len(listed), "sha256": hashlib.sha256(listed).hexdigest()}
+    return {"weights/last.pt": entry}
+
+
 def test_a_verified_final_push_lets_the_watcher_destroy(
     hub_server: HubServer, standin: StandIn, env: dict[str, str]
 ) -> None:
     box = VastInstance(standin)
-    seed(hub_server, expired(final_verified=True, state="finishing"))
+    weights = _final_weights(hub_server, b"the final weights", b"the final weights")
+    seed(hub_server, expired(final_verified=True, state="finishing", final_weights=weights))
     code, _, err = result(watch(env, REPO))
     assert code == 0, err
     assert box.effects == ["DELETE"]
     assert lease_at_hub(hub_server)["ended_by"]["action"] == "destroy"
+
+
+@pytest.mark.parametrize("listed", [b"other weights", None])
+def test_a_lease_alone_never_turns_a_stop_into_a_destroy(
+    hub_server: HubServer, standin: StandIn, env: dict[str, str], listed: bytes | None
+) -> None:
+    # The lease says the final push verified, but the watcher's own read of the weights at the
+    # push target does not match what it lists (or it lists none): a stop, the disk kept.
+    box = VastInstance(standin)
+    weights = _final_weights(hub_server, b"the final weights", listed) if listed else None
+    seed(hub_server, expired(final_verified=True, state="finishing", final_weights=weights))
+    code, _, err = result(watch(env, REPO))
+    assert code == 0, err
+    assert box.effects == ["PUT"]
+    ended = lease_at_hub(hub_server)["ended_by"]
+    assert ended["action"] == "stop"
+    assert "the lease says the final push verified, but" in ended["reason"]
 
 
 def test_a_passed_deadline_without_a_final_state_ends_the_box(
@@ -131,7 +157,7 @@ def test_a_damaged_lease_calls_nothing_and_exits_non_zero(
     VastInstance(standin)
     seed(hub_server, damage)
     code, out, _ = result(watch(env, REPO))
-    assert code == 1 and "damaged lease" in out["runs"][0]["error"]
+    assert code == 1 and "damaged lease" in out["runs"][0]["error"], (out, _)
     assert standin.made() == []
 
 
@@ -276,7 +302,7 @@ def test_org_mode_watches_the_org_s_runspec_repos(
     for repo in ("me/hung", "me/fine"):
         hub_server.put_file(repo, "README.md", card, repo_type="model")
     seed(hub_server, expired())
-    seed(hub_server, lease_doc(run="fine"), repo="me/fine")
+    seed(hub_server, lease_doc(run="fine", instance="4343"), repo="me/fine")
     hub_server.put_file("me/untagged", "README.md", b"# not a run\n", repo_type="model")
     seed(hub_server, expired(), repo="me/untagged")
     code, out, err = result(watch(env, "me"))

@@ -7,16 +7,20 @@ the `runspec` tag from its first push. A listing that fails is a failed pass (fa
 
 from __future__ import annotations
 
+import logging
 import os
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 from runspec.alerts import Alerts, Message
 from runspec.hubreach import endpoint_set
+from runspec.printable import printable
 from runspec.push.base import one_line
 from runspec.voice import error, warning
-from runspec.watch.act import Seen, WatchOptions, watch_repo
+from runspec.watch.act import Seen, WatchOptions, claim, read_lease, watch_repo
 from runspec.watch.lease import LeaseError
 
+log = logging.getLogger("runspec.watch")
 TAG = "runspec"
 
 
@@ -38,7 +42,12 @@ def repos_of(targets: Sequence[str]) -> list[str]:
 
 
 def line(seen: Seen) -> str:
-    if seen.error and seen.verdict == "error":
+    """The report's line for one repo, every part of it from a lease shown escaped."""
+    return printable(_line(seen))
+
+
+def _line(seen: Seen) -> str:
+    if seen.error and seen.verdict in ("error", "unproven"):
         return error(f"{seen.repo}: cannot judge its lease, nothing called: {seen.error}")
     if seen.verdict == "notify":
         return warning(f"{seen.repo}: {seen.reason}")
@@ -49,6 +58,27 @@ def line(seen: Seen) -> str:
         text = f"{seen.repo}: {seen.action} by watch, {done}: {seen.reason}"
         return error(f"{text}: {seen.error}") if seen.error else text
     return f"{seen.repo}: {seen.verdict}: {seen.reason}"
+
+
+def watch_all(repos: Sequence[str], opts: WatchOptions) -> list[Seen]:
+    """Every repo watched, each lease read once first: an instance that the proven leases of
+    two repos claim is ended by neither, and one repo that breaks the watcher is reported and
+    skipped, never the end of the pass for the others."""
+    first = {repo: read_lease(repo) for repo in repos}
+    claims = Counter(c for found in first.values() if (c := _claim(found)) is not None)
+    contested = frozenset(c for c, n in claims.items() if n > 1)
+    seen = []
+    for repo in repos:
+        try:
+            seen.append(watch_repo(repo, opts, contested=contested, first=first[repo]))
+        except Exception as exc:  # one repo's fault, whatever it is: said, and the pass goes on
+            log.exception("%s: the watcher failed on it", repo)
+            seen.append(Seen(repo, "error", "", error=f"the watcher failed: {one_line(exc)}"))
+    return seen
+
+
+def _claim(found: object) -> tuple[str, str] | None:
+    return claim(found[1]) if isinstance(found, tuple) else None
 
 
 def watch_pass(
@@ -66,7 +96,7 @@ def watch_pass(
     except LeaseError as exc:
         seen = [Seen(", ".join(targets), "error", "", error=str(exc))]
     else:
-        seen = [watch_repo(repo, opts) for repo in repos]
+        seen = watch_all(repos, opts)
     for item in seen:
         say(line(item))
         if item.error or item.verdict == "end":

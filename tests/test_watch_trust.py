@@ -1,0 +1,266 @@
+"""What the watcher trusts: nothing a lease says until it proves it was sealed for its repo by
+the run it names, and nothing a Hub answer holds past a size, a total time and a strict reading.
+
+Each hostile lease is built here and put in the local Hub stand-in as anyone with write access
+to a repo of the org could put it; the watcher is `runspec watch --once` as a real process with
+the provider stand-in behind its key.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runspec.clock import utc_iso
+from tests.fixtures_providers import Answer, StandIn, VastInstance
+from tests.fixtures_watch import (
+    REPO,
+    expired,
+    lease_at_hub,
+    lease_doc,
+    result,
+    sealed,
+    seed,
+    watch,
+    watcher_env,
+)
+from tests.hubserver import HubServer
+
+CARD = b"---\ntags:\n- runspec\n---\n# a run\n"
+
+
+@pytest.fixture
+def env(hub_env: dict[str, str], standin: StandIn, tmp_path: Path) -> dict[str, str]:
+    return watcher_env(hub_env, standin, tmp_path / "watcher-home")
+
+
+def tagged(hub: HubServer, *repos: str) -> None:
+    for repo in repos:
+        hub.put_file(repo, "README.md", CARD, repo_type="model")
+
+
+def by_repo(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {run["repo"]: run for run in out["runs"]}
+
+
+@pytest.mark.parametrize("forgery", ["unsealed", "copied from the run's repo", "another key"])
+def test_a_forged_lease_in_a_second_repo_of_the_org_ends_nothing(
+    hub_server: HubServer, standin: StandIn, env: dict[str, str], forgery: str
+) -> None:
+    box = VastInstance(standin)  # a healthy run's instance, its lease renewed in me/hung
+    tagged(hub_server, REPO, "me/forged")
+    seed(hub_server, lease_doc())
+    # Anyone in the org makes a repo with the tag and a lease naming that instance: expired,
+    # its final push "verified", so the old watcher destroyed the healthy box.
+    doc = expired(final_verified=True, state="finishing")
+    if forgery == "unsealed":
+        seed(hub_server, doc, repo="me/forged", seal_it=False)
+    elif forgery == "copied from the run's repo":  # a genuine seal, made for me/hung
+        seed(hub_server, json.dumps(sealed(doc, REPO)).encode(), repo="me/forged")
+    else:
+        forged = sealed(doc, "me/forged", key="a key the watcher does not hold, 32+ chars")
+        seed(hub_server, json.dumps(forged).encode(), repo="me/forged")
+    code, out, err = result(watch(env, "me"))
+    assert box.effects == [] and standin.made("DELETE") == [] and standin.made("PUT") == []
+    runs = by_repo(out)
+    assert runs[REPO]["verdict"] == "alive"
+    assert runs["me/forged"]["verdict"] == "unproven" and runs["me/forged"]["called"] is False
+    assert code == 1 and "me/forged: cannot judge its lease, nothing called" in err
+    assert "ended_by" not in lease_at_hub(hub_server, "me/forged")
+
+
+def test_a_watcher_without_the_watch_key_acts_on_no_lease(
+    hub_server: HubServer, standin: StandIn, env: dict[str, str]
+) -> None:
+    box = VastInstance(standin)
+    seed(hub_server, expired())
+    env = {k: v for k, v in env.items() if k != "RUNSPEC_WATCH_KEY"}
+    code, out, err = result(watch(env, REPO))
+    assert code == 1 and box.effects == []
+    assert "RUNSPEC_WATCH_KEY is not set here" in out["runs"][0]["error"], err
+
+
+def test_an_instance_claimed_by_two_repos_is_ended_by_neither(
+    hub_server: HubServer, standin: StandIn, env: dict[str, str]
+) -> None:
+    box = VastInstance(standin)
+    tagged(hub_server, "me/one", "me/two")
+    seed(hub_server, expired(run="one"), repo="me/one")
+    seed(hub_server, expired(run="two"), repo="me/two")
+    code, out, _ = result(watch(env, "me"))
+    assert code == 1 and box.effects == [] and standin.made("PUT") == []
+    for run in out["runs"]:
+        assert "vast instance 4242 is claimed by another repo's lease too" in run["error"]
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        {
+            "ended_by": {
+                "by": "watch",
+                "reason": "x",
+                "action": "stop",
+                "at": "2026-01-01T00:00:00Z",
+            }
+        },
+        {"state": "finished"},
+        {"vouched_until": "9999-12-31T00:00:00+00:00"},
+    ],
+)
+def test_a_forged_claim_over_the_run_s_lease_does_not_turn_the_watch_off(
+    hub_server: HubServer, standin: StandIn, env: dict[str, str], claim: dict[str, Any]
+) -> None:
+    VastInstance(standin)
+    # Someone with write access replaces the hung run's lease with one that says it ended,
+    # finished, or vouches until year 9999: the old watcher went quiet (exit 0, "ended",
+    # "final" or "alive") while the box kept billing.
+    seed(hub_server, {**expired(), **claim}, seal_it=False)
+    code, out, _ = result(watch(env, REPO))
+    assert code == 1 and out["runs"][0]["verdict"] == "unproven"
+
+
+def test_a_genuine_lease_vouches_a_few_leases_past_its_renewal_at_most(
+    hub_server: HubServer, standin: StandIn, env: dict[str, str]
+) -> None:
+    box = VastInstance(standin)
+    renewed = time.time() - 3600  # an hour ago, lease 5m: it vouched until 9999, it says
+    seed(hub_server, lease_doc(renewed_at=utc_iso(renewed), vouched_until="9999-12-31T00:00:00Z"))
+    code, out, err = result(watch(env, REPO))
+    assert code == 0, err
+    assert out["runs"][0]["verdict"] == "end" and box.effects == ["PUT"]
+
+
+DEEP = b'{"schema": 1, "timer": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"  # under 64 KB
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        DEEP,
+        json.dumps(expired(lease_s=float("nan"), instance="4343")).encode(),
+        json.dumps(expired(lease_s=float("inf"), instance="4343")).encode(),
+        json.dumps({**expired(instance="4343"), "epoch": {"a": [1]}}).encode(),
+    ],
+    ids=["deep", "nan", "infinity", "typed"],
+)
+def test_one_hostile_lease_is_reported_and_the_pass_ends_every_other_box(
+    hub_server: HubServer, standin: StandIn, env: dict[str, str], hostile: bytes
+) -> None:
+    box = VastInstance(standin)
+    tagged(hub_server, REPO, "me/hostile")
+    seed(hub_server, expired())
+    seed(hub_server, hostile, repo="me/hostile")
+    code, out, err = result(watch(env, "me"))
+    runs = by_repo(out)
+    assert runs[REPO]["verdict"] == "end" and box.effects == ["PUT"], err
+    assert runs["me/hostile"]["verdict"] == "error" and runs["me/hostile"]["called"] is False
+    assert code == 1
+
+
+def test_lease_fields_are_shown_escaped(
+    hub_server: HubServer, standin: StandIn, env: dict[str, str]
+) -> None:
+    VastInstance(standin)
+    ended = {"by": "\x1b]0;pwned\x07watch", "reason": "\x1b[2J", "action": "stop", "at": "now"}
+    seed(hub_server, expired(ended_by=ended))
+    _, out, err = result(watch(env, REPO))
+    assert out["runs"][0]["verdict"] == "ended", err
+    assert "\x1b" not in err and "\\x1b]0;pwned\\x07watch" in err
+
+
+@pytest.mark.parametrize("region", ["127.0.0.1:8443/#", "evil.example.com", "us-east-1.x.io/"])
+def test_a_region_that_is_no_region_name_sends_no_signed_request(
+    hub_server: HubServer, standin: StandIn, env: dict[str, str], region: str
+) -> None:
+    standin.on("POST", r"/ec2/", Answer(200, "<x/>"))
+    seed(hub_server, expired(provider="aws", instance="i-0abc123def4567890", region=region))
+    env = {
+        **env, "AWS_ACCESS_KEY_ID": "AKIDWATCHER", "AWS_SECRET_ACCESS_KEY": "watcher-secret",
+        "AWS_SESSION_TOKEN": "watcher-session", "RUNSPEC_AWS_EC2_API": f"{standin.url}/ec2",
+    }  # fmt: skip
+    code, out, _ = result(watch(env, REPO))
+    assert standin.made() == []  # nothing signed with the watcher's keys went anywhere
+    assert code == 1 and "region name like us-east-1" in out["runs"][0]["error"]
+
+
+class _Drip(BaseHTTPRequestHandler):
+    """A Hub in front of the stand-in that serves one repo's lease a byte at a time."""
+
+    upstream = ""
+    drip = "me/drip"
+
+    def _forward(self) -> None:
+        import urllib.request
+
+        length = int(self.headers.get("Content-Length") or 0)
+        data = self.rfile.read(length) if length else None
+        headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+        req = urllib.request.Request(
+            self.upstream + self.path, data=data, headers=headers, method=self.command
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                status, body, kind = resp.status, resp.read(), resp.headers["Content-Type"]
+        except urllib.error.HTTPError as exc:
+            status, body, kind = exc.code, exc.read(), exc.headers["Content-Type"]
+        self.send_response(status)
+        self.send_header("Content-Type", kind or "application/octet-stream")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        slow = f"/{self.drip}/resolve/" in self.path and self.path.endswith("lease.json")
+        for i in range(len(body)) if slow else ():
+            self.wfile.write(body[i : i + 1])
+            self.wfile.flush()
+            time.sleep(0.2)
+        if not slow and self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_GET = do_POST = do_HEAD = do_PUT = _forward
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def dripping(hub_server: HubServer) -> Iterator[str]:
+    handler = type("Drip", (_Drip,), {"upstream": hub_server.url})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_lease_served_a_byte_at_a_time_costs_its_repo_only(
+    hub_server: HubServer,
+    standin: StandIn,
+    env: dict[str, str],
+    dripping: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from runspec.watch import lease
+    from runspec.watch.act import WatchOptions
+    from runspec.watch.fleet import watch_pass
+
+    box = VastInstance(standin)
+    seed(hub_server, expired())
+    seed(hub_server, expired(run="drip", instance="4343"), repo="me/drip")
+    for key, value in {**env, "HF_ENDPOINT": dripping}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(lease, "READ_TIMEOUT_S", 2.0)  # a lease is ~600 bytes: 2 minutes
+    said: list[str] = []
+    seen, ok = watch_pass(["me/drip", REPO], WatchOptions(), [], say=said.append)
+    assert not ok
+    runs = {s.repo: s for s in seen}
+    assert runs["me/drip"].error and "not served within 2s" in runs["me/drip"].error
+    assert runs[REPO].verdict == "end" and box.effects == ["PUT"], runs[REPO]
