@@ -20,9 +20,11 @@ import pytest
 
 from runspec.clock import utc_iso
 from runspec.spec.model import Spec
+from runspec.watch.seal import KEY_VARIABLE
 from tests.fixtures_providers import Answer, StandIn, VastInstance
 from tests.fixtures_watch import (
     REPO,
+    WATCH_KEY,
     expired,
     lease_at_hub,
     lease_doc,
@@ -264,15 +266,34 @@ def test_install_hf_jobs_schedules_the_watcher_with_the_keys_as_secrets(
     # The keys and the notification URL (a webhook URL is a credential) as secrets only.
     assert spec["secrets"] == {
         "HF_TOKEN": env["HF_TOKEN"], "VAST_API_KEY": "vast-watcher-key", "RUNPOD_API_KEY": "rp-key",
-        "RUNSPEC_WATCH_NOTIFY": "ntfy://watch-topic",
+        "RUNSPEC_WATCH_NOTIFY": "ntfy://watch-topic", KEY_VARIABLE: WATCH_KEY,
     }  # fmt: skip
     assert "vast-watcher-key" not in json.dumps(spec.get("environment") or {})
-    command = spec["command"]
+    assert WATCH_KEY not in json.dumps(command := spec["command"])
     assert command[-4:] == ["runspec", "watch", "--once", "myorg"]
     assert "ntfy://watch-topic" not in json.dumps(command)
     assert ref in command  # runspec from the direct reference, never `runspec` from PyPI
     said = json.loads(proc.stdout)
     assert said["flavor"] == "cpu-basic" and 0 < said["usd_per_day"] < 0.1
+
+
+def test_install_hf_jobs_refuses_without_the_watch_key(
+    hub_server: HubServer, env: dict[str, str]
+) -> None:
+    from tests.hubscheduled import scheduled_jobs
+
+    ref = "runspec @ git+https://example.invalid/runspec@v0.0.test"
+    run_env = {k: v for k, v in env.items() if k != KEY_VARIABLE}
+    proc = subprocess.run(
+        [sys.executable, "-m", "runspec", "watch", "--install", "hf-jobs", "myorg"],
+        env={**run_env, "RUNSPEC_INSTALL": ref},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2 and "RUNSPEC_WATCH_KEY is not set" in proc.stderr, proc.stderr
+    assert scheduled_jobs(hub_server) == []
 
 
 def test_install_hf_jobs_refuses_to_install_runspec_by_its_pypi_name(
@@ -324,13 +345,21 @@ def test_the_preflight_says_what_the_watch_needs() -> None:
         return load_spec_text(text, "w.yaml")
 
     hub = "push: {hub: {repo: me/w}, every: 15m}\n"
-    check = watch_check(spec(hub))
+    keyed = {KEY_VARIABLE: WATCH_KEY}
+    check = watch_check(spec(hub), keyed)
     assert check.status is CheckStatus.PASS
     assert "lease every 5m00s in me/w: 12 commits an hour beside the pushes' 4" in check.message
     assert "15m00s after its last renewal" in check.message
-    busy = watch_check(spec(hub.replace("15m", "1m") + "watch: {lease: 10s}\n"))
+    busy = watch_check(spec(hub.replace("15m", "1m") + "watch: {lease: 10s}\n"), keyed)
     assert busy.status is CheckStatus.WARN and "420 commits an hour" in busy.message
-    assert "nothing off this box" in watch_check(spec(hub + "watch: {lease: none}\n")).message
+    off = watch_check(spec(hub + "watch: {lease: none}\n"), keyed)
+    assert "nothing off this box" in off.message
+    # Today's boxes, without the watch key: said before training, never silently unwatched.
+    for environ in ({}, {KEY_VARIABLE: "short"}):
+        unkeyed = watch_check(spec(hub), environ)
+        assert unkeyed.status is CheckStatus.WARN, unkeyed
+        assert "the lease is unsealed and no watcher acts on it" in unkeyed.message
+        assert unkeyed.fix is not None and "openssl rand -hex 32" in unkeyed.fix
 
 
 @pytest.mark.parametrize(

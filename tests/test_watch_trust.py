@@ -183,9 +183,12 @@ def test_a_region_that_is_no_region_name_sends_no_signed_request(
     standin.on("POST", r"/ec2/", Answer(200, "<x/>"))
     seed(hub_server, expired(provider="aws", instance="i-0abc123def4567890", region=region))
     env = {
-        **env, "AWS_ACCESS_KEY_ID": "AKIDWATCHER", "AWS_SECRET_ACCESS_KEY": "watcher-secret",
-        "AWS_SESSION_TOKEN": "watcher-session", "RUNSPEC_AWS_EC2_API": f"{standin.url}/ec2",
-    }  # fmt: skip
+        **env,
+        "AWS_ACCESS_KEY_ID": "AKIDWATCHER",
+        "AWS_SECRET_ACCESS_KEY": "watcher-secret",
+        "AWS_SESSION_TOKEN": "watcher-session",
+        "RUNSPEC_AWS_EC2_API": f"{standin.url}/ec2",
+    }
     code, out, _ = result(watch(env, REPO))
     assert standin.made() == []  # nothing signed with the watcher's keys went anywhere
     assert code == 1 and "region name like us-east-1" in out["runs"][0]["error"]
@@ -264,3 +267,46 @@ def test_a_lease_served_a_byte_at_a_time_costs_its_repo_only(
     runs = {s.repo: s for s in seen}
     assert runs["me/drip"].error and "not served within 2s" in runs["me/drip"].error
     assert runs[REPO].verdict == "end" and box.effects == ["PUT"], runs[REPO]
+
+
+@pytest.mark.parametrize("sealed_by", [None, "a key the box does not hold, 32 characters+"])
+def test_a_box_renews_over_an_ended_by_no_watcher_with_the_key_wrote(
+    hub_server: HubServer,
+    hub_env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    sealed_by: str | None,
+) -> None:
+    from runspec.spec.loader import load_spec_text
+    from runspec.store.paths import RunPaths
+    from runspec.store.state import RecordStore, RunRecord, RunStatus
+    from runspec.watch.renew import LeaseRenewer
+    from runspec.watch.seal import KEY_VARIABLE
+    from tests.fixtures_watch import WATCH_KEY
+
+    for key, value in {**hub_env, KEY_VARIABLE: WATCH_KEY}.items():
+        monkeypatch.setenv(key, value)
+    # Someone with write access to the run's repo says a watcher ended this box: the box
+    # stopped renewing, the lease expired, and a real watcher stopped a healthy run.
+    forged = lease_doc(ended_by={"by": "watch", "reason": "x", "action": "stop", "at": "now"})
+    if sealed_by is None:
+        seed(hub_server, forged, seal_it=False)
+    else:
+        seed(hub_server, json.dumps(sealed(forged, REPO, key=sealed_by)).encode())
+    text = (
+        "runspec: 1\nname: hung\ndataset: {synthetic: {train: 4, val: 2}}\n"
+        "train: {model: yolo9-t, epochs: 1}\nbudget: {wall_clock: 1h}\n"
+        f"push: {{hub: {{repo: {REPO}}}}}\nwatch: {{lease: 5m}}\n"
+    )
+    spec = load_spec_text(text, "hung.yaml")
+    store = RecordStore(tmp_path / "state")
+    store.save(RunRecord(name="hung", spec_sha256="0" * 64, status=RunStatus.TRAINING, epoch=1))
+    paths = RunPaths.decide(spec, tmp_path / "state")
+    said: list[str] = []
+    renewer = LeaseRenewer(spec, paths, store, say=said.append, owns_machine=False)
+    assert renewer.renew() is True and renewer.ended_by is None, said
+    lease = lease_at_hub(hub_server)
+    assert lease["ended_by"] is None and lease["state"] == "training"
+    from runspec.watch.seal import proves
+
+    assert proves(WATCH_KEY.encode(), REPO, lease)  # sealed by the box's own key
