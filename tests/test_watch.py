@@ -334,7 +334,7 @@ def test_org_mode_watches_the_org_s_runspec_repos(
 
 def test_the_preflight_says_what_the_watch_needs() -> None:
     from runspec.checkresult import CheckStatus
-    from runspec.preflight.watchcheck import watch_check
+    from runspec.preflight.watchcheck import watch_check, watch_key_check
     from runspec.spec.loader import load_spec_text
 
     def spec(extra: str) -> Spec:
@@ -345,21 +345,22 @@ def test_the_preflight_says_what_the_watch_needs() -> None:
         return load_spec_text(text, "w.yaml")
 
     hub = "push: {hub: {repo: me/w}, every: 15m}\n"
-    keyed = {KEY_VARIABLE: WATCH_KEY}
-    check = watch_check(spec(hub), keyed)
+    check = watch_check(spec(hub))
     assert check.status is CheckStatus.PASS
     assert "lease every 5m00s in me/w: 12 commits an hour beside the pushes' 4" in check.message
     assert "15m00s after its last renewal" in check.message
-    busy = watch_check(spec(hub.replace("15m", "1m") + "watch: {lease: 10s}\n"), keyed)
+    busy = watch_check(spec(hub.replace("15m", "1m") + "watch: {lease: 10s}\n"))
     assert busy.status is CheckStatus.WARN and "420 commits an hour" in busy.message
-    off = watch_check(spec(hub + "watch: {lease: none}\n"), keyed)
-    assert "nothing off this box" in off.message
+    assert "nothing off this box" in watch_check(spec(hub + "watch: {lease: none}\n")).message
     # Today's boxes, without the watch key: said before training, never silently unwatched.
+    [keyed] = watch_key_check(spec(hub), {KEY_VARIABLE: WATCH_KEY})
+    assert keyed.status is CheckStatus.PASS
     for environ in ({}, {KEY_VARIABLE: "short"}):
-        unkeyed = watch_check(spec(hub), environ)
+        [unkeyed] = watch_key_check(spec(hub), environ)
         assert unkeyed.status is CheckStatus.WARN, unkeyed
         assert "the lease is unsealed and no watcher acts on it" in unkeyed.message
-        assert unkeyed.fix is not None and "openssl rand -hex 32" in unkeyed.fix
+        assert "openssl rand -hex 32" in unkeyed.fix
+    assert watch_key_check(spec(hub + "watch: {lease: none}\n"), {}) == []
 
 
 @pytest.mark.parametrize(

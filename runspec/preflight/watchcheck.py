@@ -4,7 +4,6 @@ the Hub's commit rate beside its pushes."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 from runspec.checkresult import CheckResult, passed, warned
@@ -16,7 +15,25 @@ VOUCH_LEASES = 2  # as runspec.watch.lease: vouched this many leases ahead, plus
 COMMITS_PER_HOUR_MAX = 120.0  # runspec's own bound on a run's commits (lease and pushes)
 
 
-def watch_check(spec: Spec, environ: Mapping[str, str] | None = None) -> CheckResult:
+def watch_key_check(spec: Spec, environ: Mapping[str, str]) -> list[CheckResult]:
+    """Whether this box can seal its lease (runspec.watch.seal). In the parent: the key is a
+    secret, and the preflight's child never holds one."""
+    if spec.watch.lease is None or spec.push is None or spec.push.hub is None:
+        return []
+    if (problem := key_problem(environ)) is None:
+        return [passed("watch key", f"the lease is sealed with {KEY_VARIABLE}")]
+    # Without the key the lease is unsealed: a watcher proves none of it and ends nothing.
+    return [
+        warned(
+            "watch key",
+            f"{problem}: the lease is unsealed and no watcher acts on it",
+            f"set {KEY_VARIABLE} (e.g. `openssl rand -hex 32`) in /etc/runspec/env and in the "
+            "watcher's environment, or watch.lease: none",
+        )
+    ]
+
+
+def watch_check(spec: Spec) -> CheckResult:
     hub = spec.push.hub if spec.push is not None else None
     lease = spec.watch.lease
     if hub is None or spec.push is None:
@@ -37,14 +54,6 @@ def watch_check(spec: Spec, environ: Mapping[str, str] | None = None) -> CheckRe
             f"{said}: {renewals + pushes:.0f} commits an hour is over runspec's bound of "
             f"{COMMITS_PER_HOUR_MAX:.0f}",
             "lengthen watch.lease (5m is 12 an hour) or push.every",
-        )
-    if (problem := key_problem(os.environ if environ is None else environ)) is not None:
-        # Without the key the lease is unsealed: a watcher proves none of it and ends nothing.
-        return warned(
-            "watch",
-            f"{said}; but {problem}, so the lease is unsealed and no watcher acts on it",
-            f"set {KEY_VARIABLE} (e.g. `openssl rand -hex 32`) in /etc/runspec/env and in the "
-            "watcher's environment, or watch.lease: none",
         )
     if lease * (VOUCH_LEASES + 1) >= spec.budget.wall_clock:
         return warned(
