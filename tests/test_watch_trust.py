@@ -138,6 +138,19 @@ def test_a_genuine_lease_vouches_a_few_leases_past_its_renewal_at_most(
     assert out["runs"][0]["verdict"] == "end" and box.effects == ["PUT"]
 
 
+def test_a_renewal_in_the_future_is_reported_not_believed(
+    hub_server: HubServer, standin: StandIn, env: dict[str, str]
+) -> None:
+    box = VastInstance(standin)
+    far = "9999-12-31T00:00:00+00:00"  # renewed in 9999, so vouched until 9999 in its bound
+    seed(hub_server, lease_doc(renewed_at=far, vouched_until=far))
+    code, out, _ = result(watch(env, REPO))
+    assert code == 1 and box.effects == []
+    assert (
+        out["runs"][0]["verdict"] == "notify" and "renewed in the future" in out["runs"][0]["error"]
+    )
+
+
 DEEP = b'{"schema": 1, "timer": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"  # under 64 KB
 
 
@@ -148,8 +161,9 @@ DEEP = b'{"schema": 1, "timer": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"  # unde
         json.dumps(expired(lease_s=float("nan"), instance="4343")).encode(),
         json.dumps(expired(lease_s=float("inf"), instance="4343")).encode(),
         json.dumps({**expired(instance="4343"), "epoch": {"a": [1]}}).encode(),
+        json.dumps(sealed(expired(instance="4343", lease_s=3e9), "me/hostile")).encode(),
     ],
-    ids=["deep", "nan", "infinity", "typed"],
+    ids=["deep", "nan", "infinity", "typed", "a century's interval"],
 )
 def test_one_hostile_lease_is_reported_and_the_pass_ends_every_other_box(
     hub_server: HubServer, standin: StandIn, env: dict[str, str], hostile: bytes
