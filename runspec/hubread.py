@@ -16,12 +16,14 @@ import json
 import re
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from runspec.errors import RunspecError
 from runspec.hubreach import endpoint_set
 from runspec.push.base import one_line
 
+T = TypeVar("T")
 MAX_BYTES = 64 * 1024
 TOTAL_S = 30.0
 MAX_DEPTH = 32
@@ -81,6 +83,29 @@ def fetch(url: str, *, max_bytes: int = MAX_BYTES, total_s: float = TOTAL_S) -> 
         raise HubReadError(f"HTTP {status}")
     data: bytes = out["data"]
     return data
+
+
+def within(total_s: float, what: str, call: Callable[[], T]) -> T:
+    """`call()` (a huggingface_hub listing, which takes no total time) given `total_s` seconds
+    in all; raises HubReadError when it did not answer by then (it is left to the network's
+    own timeout in a daemon thread), or whatever it raised."""
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            out["value"] = call()
+        except Exception as exc:  # handed to the caller as it is
+            out["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(total_s)
+    if worker.is_alive():
+        raise HubReadError(f"{what}: no answer within {total_s:g}s")
+    if "error" in out:
+        raise out["error"]
+    value: T = out["value"]
+    return value
 
 
 def _no_constant(name: str) -> Any:
@@ -165,6 +190,8 @@ def file_json(repo: str, path: str, sha: str, *, total_s: float = TOTAL_S) -> An
     read; raises HostileFile or HubReadError, each naming the repo and the file."""
     from huggingface_hub import hf_hub_url
 
+    if not repo_ok(repo):
+        raise HostileFile(f"{repo!r} is not a Hub repo id")
     if not _SHA.match(sha):
         raise HostileFile(f"{sha!r} is not a commit id")
     url = hf_hub_url(repo, path, revision=sha, endpoint=endpoint_set())

@@ -9,9 +9,10 @@ the provider stand-in behind its key.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -212,7 +213,7 @@ class _Drip(BaseHTTPRequestHandler):
     """A Hub in front of the stand-in that serves one repo's lease a byte at a time."""
 
     upstream = ""
-    drip = "me/drip"
+    slow = re.compile(r"^/me/drip/resolve/.*/lease\.json$")
 
     def _forward(self) -> None:
         import urllib.request
@@ -232,7 +233,7 @@ class _Drip(BaseHTTPRequestHandler):
         self.send_header("Content-Type", kind or "application/octet-stream")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        slow = f"/{self.drip}/resolve/" in self.path and self.path.endswith("lease.json")
+        slow = bool(self.slow.match(self.path))
         for i in range(len(body)) if slow else ():
             self.wfile.write(body[i : i + 1])
             self.wfile.flush()
@@ -247,15 +248,23 @@ class _Drip(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def dripping(hub_server: HubServer) -> Iterator[str]:
-    handler = type("Drip", (_Drip,), {"upstream": hub_server.url})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+def dripping(hub_server: HubServer) -> Iterator[Callable[[str], str]]:
+    """A Hub address in front of the stand-in that drips the answers to paths matching a
+    pattern a byte at a time."""
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(slow: str) -> str:
+        attrs = {"upstream": hub_server.url, "slow": re.compile(slow)}
+        server = ThreadingHTTPServer(("127.0.0.1", 0), type("Drip", (_Drip,), attrs))
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
 
 
 def test_a_lease_served_a_byte_at_a_time_costs_its_repo_only(
@@ -272,7 +281,8 @@ def test_a_lease_served_a_byte_at_a_time_costs_its_repo_only(
     box = VastInstance(standin)
     seed(hub_server, expired())
     seed(hub_server, expired(run="drip", instance="4343"), repo="me/drip")
-    for key, value in {**env, "HF_ENDPOINT": dripping}.items():
+    drip = dripping(r"^/me/drip/resolve/.*/lease\.json$")
+    for key, value in {**env, "HF_ENDPOINT": drip}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(lease, "READ_TIMEOUT_S", 2.0)  # a lease is ~600 bytes: 2 minutes
     said: list[str] = []
@@ -324,3 +334,24 @@ def test_a_box_renews_over_an_ended_by_no_watcher_with_the_key_wrote(
     from runspec.watch.seal import proves
 
     assert proves(WATCH_KEY.encode(), REPO, lease)  # sealed by the box's own key
+
+
+def test_an_org_listing_served_a_byte_at_a_time_ends_the_pass_in_its_time(
+    hub_server: HubServer,
+    standin: StandIn,
+    env: dict[str, str],
+    dripping: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from runspec.watch import fleet
+    from runspec.watch.act import WatchOptions
+
+    box = VastInstance(standin)
+    tagged(hub_server, REPO)
+    seed(hub_server, expired())
+    for key, value in {**env, "HF_ENDPOINT": dripping(r"^/api/models\?")}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(fleet, "LIST_S", 2.0)
+    seen, ok = fleet.watch_pass(["me"], WatchOptions(), [], say=lambda _: None)
+    assert not ok and box.effects == []
+    assert seen[0].error is not None and "no answer within 2s" in seen[0].error

@@ -14,18 +14,22 @@ from __future__ import annotations
 import json
 import os
 import re
+from functools import partial
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from runspec.errors import RunspecError
 from runspec.hubreach import endpoint_set
-from runspec.hubread import HostileFile, HubReadError, file_json
+from runspec.hubread import HostileFile, HubReadError, file_json, within
 from runspec.push.base import one_line
 from runspec.push.remote import LEASE, RECORD
 from runspec.store.atomic import write_json_atomic
 from runspec.views.hubfleet import TAG, row
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
+LIST_S = 120.0  # the total time the org's listing may take, however slowly it is served
+MAX_REPOS = 10_000
 
 
 def cache_dir() -> Path:
@@ -77,7 +81,8 @@ def fleet(org: str, now: float, cache: Path | None = None) -> list[dict[str, Any
 
     api = HfApi(endpoint=endpoint_set())
     try:
-        models = list(api.list_models(author=org, filter=TAG, expand=["sha", "lastModified"]))
+        listing = partial(api.list_models, author=org, filter=TAG, expand=["sha", "lastModified"])
+        models = within(LIST_S, f"listing {org}", lambda: list(islice(listing(), MAX_REPOS)))
     except Exception as exc:  # the network's or the Hub's: said in one line
         raise RunspecError(f"cannot list {org}'s runs on the Hub: {one_line(exc)}") from exc
     rows = []

@@ -11,17 +11,26 @@ import logging
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
+from functools import partial
+from itertools import islice
+from typing import TYPE_CHECKING
 
 from runspec.alerts import Alerts, Message
 from runspec.hubreach import endpoint_set
+from runspec.hubread import within
 from runspec.printable import printable
 from runspec.push.base import one_line
 from runspec.voice import error, warning
 from runspec.watch.act import Seen, WatchOptions, claim, read_lease, watch_repo
 from runspec.watch.lease import LeaseError
 
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+
 log = logging.getLogger("runspec.watch")
 TAG = "runspec"
+LIST_S = 120.0  # the total time an org's listing may take (a page at a time, however slow)
+MAX_REPOS = 10_000
 
 
 def repos_of(targets: Sequence[str]) -> list[str]:
@@ -35,10 +44,14 @@ def repos_of(targets: Sequence[str]) -> list[str]:
             out.append(target)
             continue
         try:
-            out += [m.id for m in api.list_models(author=target, filter=TAG)]
+            out += within(LIST_S, f"listing {target}", partial(_listed, api, target))
         except Exception as exc:  # any client or network fault: the pass cannot see the org
             raise LeaseError(f"cannot list {target}'s runspec repos: {one_line(exc)}") from exc
     return list(dict.fromkeys(out))
+
+
+def _listed(api: HfApi, org: str) -> list[str]:
+    return [m.id for m in islice(api.list_models(author=org, filter=TAG), MAX_REPOS)]
 
 
 def line(seen: Seen) -> str:
