@@ -355,3 +355,20 @@ def test_an_org_listing_served_a_byte_at_a_time_ends_the_pass_in_its_time(
     seen, ok = fleet.watch_pass(["me"], WatchOptions(), [], say=lambda _: None)
     assert not ok and box.effects == []
     assert seen[0].error is not None and "no answer within 2s" in seen[0].error
+
+
+def test_the_watcher_s_own_long_record_reads_back_as_a_lease(
+    hub_server: HubServer, standin: StandIn, env: dict[str, str]
+) -> None:
+    import hashlib
+
+    box = VastInstance(standin)
+    path = "weights/" + "w" * 120 + ".pt"  # a long name makes a long reason for the stop
+    hub_server.put_file(REPO, path, b"pushed", repo_type="model")
+    listed = {path: {"size": 6, "sha256": hashlib.sha256(b"listed").hexdigest()}}
+    seed(hub_server, expired(final_verified=True, state="finishing", final_weights=listed))
+    code, out, err = result(watch(env, REPO))
+    assert code == 0 and box.effects == ["PUT"], err
+    assert len(out["runs"][0]["reason"]) > 256
+    code, out, err = result(watch(env, REPO))  # the next pass reads what the first wrote
+    assert code == 0 and out["runs"][0]["verdict"] == "ended", err

@@ -37,7 +37,7 @@ from runspec.watch.lease import (
     LeaseError,
     LeaseMoved,
 )
-from runspec.watch.leasefields import AWS_REGION
+from runspec.watch.leasefields import AWS_REGION, MAX_TEXT
 from runspec.watch.seal import KEY_VARIABLE
 from runspec.watch.weightsread import unread_weights
 
@@ -202,6 +202,12 @@ def _once(
     return _end(repo, hub, head, lease, decision, opts, env, clock)
 
 
+def _bounded(ended_by: dict[str, Any]) -> dict[str, Any]:
+    """`ended_by` as a lease may hold it (runspec.watch.leasefields): a provider's long answer
+    cut, so the watcher's own record never reads back as a damaged lease."""
+    return {k: v[:MAX_TEXT] if isinstance(v, str) else v for k, v in ended_by.items()}
+
+
 def _end(
     repo: str, hub: HubLease, head: str, lease: Lease, decision: Decision, opts: WatchOptions,
     env: dict[str, str], clock: Clock,
@@ -238,7 +244,7 @@ def _end(
         # watchers writing the same words in the same second would both seem to have won.
         "claim": secrets.token_hex(8),
     }  # fmt: skip
-    claimed = replace(lease, ended_by=ended_by)
+    claimed = replace(lease, ended_by=_bounded(ended_by))
     try:
         commit = hub.write(claimed, head, f"runspec watch: {action.value} ({decision.reason})")
     except LeaseMoved:
@@ -258,7 +264,7 @@ def _end(
             seen.confirmed, detail = False, str(exc)
     if not seen.confirmed:
         seen.error = f"{action.value} not confirmed: {detail}"
-    done = {**ended_by, "confirmed": seen.confirmed, "detail": detail}
+    done = _bounded({**ended_by, "confirmed": seen.confirmed, "detail": detail})
     try:
         hub.write(replace(lease, ended_by=done), commit, f"runspec watch: {action.value} recorded")
     except LeaseError as exc:  # the end stands; the first write already names it
