@@ -61,3 +61,44 @@ def test_a_resume_refuses_a_record_nested_too_deep_in_one_line(
         read_pushed(spec, RunPaths.decide(spec, tmp_path / "state"))
     assert "holds a damaged runspec record: " in str(caught.value)
     assert "nested over 32 levels deep" in str(caught.value)
+
+
+GCP = "projects/my-proj-123/zones/europe-west4-a/instances/train-box-1"
+
+
+@pytest.mark.parametrize(
+    ("provider", "instance", "ok"),
+    [
+        ("gcp", GCP, True),  # how runspec.providers.gcp names an instance
+        ("gcp", "projects/p/zones/z/instances/../../x", False),
+        ("gcp", GCP + "/stop", False),
+        ("vast", GCP, False),  # a path is no vast instance
+        ("vast", "4242", True),
+        ("aws", "i-0abc123def4567890", True),
+        ("runpod", "abc/../../pods", False),
+    ],
+)
+def test_an_instance_id_is_what_its_provider_names(provider: str, instance: str, ok: bool) -> None:
+    import time
+
+    from runspec.clock import utc_iso
+    from runspec.watch.leasefields import DamagedLease, read_fields
+
+    now = utc_iso(time.time())
+    doc = {
+        "schema": 1,
+        "run": "r",
+        "vouched_until": now,
+        "state": "training",
+        "epoch": 1,
+        "renewed_at": now,
+        "lease_s": 300,
+        "final_verified": False,
+        "provider": provider,
+        "instance": instance,
+    }
+    if ok:
+        assert read_fields(doc)["instance"] == instance
+    else:
+        with pytest.raises(DamagedLease, match="instance"):
+            read_fields(doc)

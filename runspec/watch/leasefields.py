@@ -28,6 +28,11 @@ STATES = frozenset(
 )
 AWS_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$")
 INSTANCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_:.-]{0,127}$")
+# GCP's instance is the Compute API's path to it (runspec.providers.gcp.identify).
+GCP_INSTANCE = re.compile(
+    r"^projects/[a-z0-9][a-z0-9.:-]{0,62}/zones/[a-z]+-[a-z]+[0-9]+-[a-z]"
+    r"/instances/[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
+)
 PROVIDER = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 WEIGHT = re.compile(r"^weights/[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\.pt$")
@@ -131,7 +136,7 @@ OPTIONAL: dict[str, Callable[[Any, str], Any]] = {
     "newest_verified": _text,
     "deadline": _time,
     "provider": _matching(PROVIDER, "a provider's name"),
-    "instance": _matching(INSTANCE, "an instance id (letters, digits, -_.:)"),
+    "instance": _text,  # checked with its provider, below
     "region": _matching(AWS_REGION, "a region name like us-east-1"),
     "timer": _object,
     "ended_by": _object,
@@ -158,4 +163,8 @@ def read_fields(data: Any) -> dict[str, Any]:
     for key, read in OPTIONAL.items():
         if data.get(key) is not None:
             out[key] = read(data[key], key)
+    if "instance" in out:
+        gcp = out.get("provider") == "gcp"
+        shape = (GCP_INSTANCE, "a GCP instance path") if gcp else (INSTANCE, "an instance id")
+        _matching(*shape)(out["instance"], "instance")
     return out
