@@ -33,20 +33,36 @@ TOKEN = f"hf_bench{secrets.token_hex(16)}"
 CARD = b"---\ntags:\n- runspec\n---\n# a run\n"
 
 
-def lease(name: str, now: float) -> bytes:
-    from runspec.clock import utc_iso
+WATCH_KEY = secrets.token_hex(32)  # RUNSPEC_WATCH_KEY of the boxes and the watcher
 
-    return json.dumps({
-        "schema": 1, "run": name, "vouched_until": utc_iso(now + 600), "state": "training",
-        "epoch": 3, "renewed_at": utc_iso(now), "lease_s": 300.0, "final_verified": False,
-        "deadline": utc_iso(now + 3600), "provider": "vast", "instance": "1",
-    }).encode()  # fmt: skip
+
+def lease(repo: str, now: float) -> bytes:
+    """A healthy run's lease, sealed for `repo` as its box seals it; each on its own instance."""
+    from runspec.clock import utc_iso
+    from runspec.watch.seal import seal
+
+    name = repo.split("/")[1]
+    doc = {
+        "schema": 1,
+        "run": name,
+        "vouched_until": utc_iso(now + 600),
+        "state": "training",
+        "epoch": 3,
+        "renewed_at": utc_iso(now),
+        "lease_s": 300.0,
+        "final_verified": False,
+        "deadline": utc_iso(now + 3600),
+        "provider": "vast",
+        "instance": f"{name}-1",
+    }
+    return json.dumps({**doc, "seal": seal(WATCH_KEY.encode(), repo, doc)}).encode()
 
 
 def env(hub: HubServer, home: Path) -> dict[str, str]:
     return {
         "PATH": os.environ["PATH"], "HOME": str(home), "HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN,
         "HF_HUB_DISABLE_XET": "1", "HF_HOME": str(home / "hf"), "HF_HUB_DISABLE_TELEMETRY": "1",
+        "RUNSPEC_WATCH_KEY": WATCH_KEY,
     }  # fmt: skip
 
 
@@ -56,7 +72,9 @@ def fleet_pass(runs: int, tmp: Path) -> tuple[float, Counter[str]]:
         now = time.time()
         for i in range(runs):
             hub.put_file(f"fleet/run{i}", "README.md", CARD, repo_type="model")
-            hub.put_file(f"fleet/run{i}", "runspec/lease.json", lease(f"run{i}", now), "model")
+            hub.put_file(
+                f"fleet/run{i}", "runspec/lease.json", lease(f"fleet/run{i}", now), "model"
+            )
         before = len(hub.log)
         start = time.monotonic()
         proc = subprocess.run(
@@ -80,7 +98,7 @@ def renewal(tmp: Path) -> Counter[str]:
 
     hub = HubServer(tmp / "hub-renew", TOKEN).start()
     try:
-        hub.put_file("box/run", "runspec/lease.json", lease("run", time.time()), "model")
+        hub.put_file("box/run", "runspec/lease.json", lease("box/run", time.time()), "model")
         os.environ.update(env(hub, tmp))
         lease_file = HubLease("box/run", HfApi(endpoint=hub.url, token=TOKEN))
         before = len(hub.log)

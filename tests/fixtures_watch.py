@@ -14,11 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from runspec.clock import utc_iso
+from runspec.watch.seal import KEY_VARIABLE, seal
 from tests.fixtures_providers import StandIn
 from tests.hubserver import HubServer
 
 REPO = "me/hung"
 LEASE = "runspec/lease.json"
+# The watch key the boxes of these tests and their watcher share (RUNSPEC_WATCH_KEY).
+WATCH_KEY = "k" * 16 + "test-watch-key-of-these-boxes"
 
 
 def lease_doc(**over: Any) -> dict[str, Any]:
@@ -38,9 +41,20 @@ def expired(**over: Any) -> dict[str, Any]:
     return lease_doc(vouched_until=utc_iso(time.time() - 400), **over)
 
 
-def seed(hub: HubServer, doc: dict[str, Any] | bytes, repo: str = REPO) -> None:
-    data = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
-    hub.put_file(repo, LEASE, data, repo_type="model")
+def sealed(doc: dict[str, Any], repo: str = REPO, key: str = WATCH_KEY) -> dict[str, Any]:
+    """`doc` sealed for `repo` as a box holding `key` seals it."""
+    fields = {k: v for k, v in doc.items() if k != "seal"}
+    return {**fields, "seal": seal(key.encode(), repo, fields)}
+
+
+def seed(
+    hub: HubServer, doc: dict[str, Any] | bytes, repo: str = REPO, *, seal_it: bool = True
+) -> None:
+    """`doc` as the lease of `repo`, sealed by a box that holds the watch key unless
+    `seal_it` is false (bytes go as they are)."""
+    if not isinstance(doc, bytes):
+        doc = json.dumps(sealed(doc, repo) if seal_it else doc).encode()
+    hub.put_file(repo, LEASE, doc, repo_type="model")
 
 
 def watcher_env(hub_env: dict[str, str], standin: StandIn, home: Path) -> dict[str, str]:
@@ -48,6 +62,7 @@ def watcher_env(hub_env: dict[str, str], standin: StandIn, home: Path) -> dict[s
     return {
         "PATH": os.environ["PATH"], "HOME": str(home), **hub_env,
         "VAST_API_KEY": "vast-watcher-key", "RUNSPEC_VAST_API": standin.url,
+        KEY_VARIABLE: WATCH_KEY,
     }  # fmt: skip
 
 

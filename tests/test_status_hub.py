@@ -67,3 +67,36 @@ def test_status_hub_lists_two_finished_runs_and_a_second_call_downloads_nothing(
     assert "2 runs of me on the Hub" in again.stdout, again.stdout
     assert "stopped by watch: lease expired at 2026-01-01T00:05:00Z" in again.stdout
     assert "me/fleet-a  completed  epoch 1/1  pushed epoch 1" in again.stdout, again.stdout
+
+
+DEEP = b'{"name": "deep", "status": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"
+
+
+def test_one_hostile_record_is_one_unreadable_row_and_every_other_run_is_listed(
+    hub_server: HubServer, hub_env: dict[str, str], tmp_path: Path
+) -> None:
+    # Records as anyone with write access to a repo of the org could leave them: a state that
+    # is no string, JSON nested too deep for the parser, NaN, escapes in what is shown.
+    good = {"name": "good", "status": "training", "epoch": 3, "total_epochs": 10}
+    hostile = {
+        "me/typed": json.dumps({"name": "typed", "status": {"a": [1]}, "epoch": "3"}).encode(),
+        "me/deep": DEEP,
+        "me/nan": b'{"name": "nan", "status": "training", "cost": {"usd": NaN}}',
+        "me/escapes": json.dumps(
+            {"name": "\x1b]0;pwned\x07", "status": "training\x1b[2J", "epoch": 1}
+        ).encode(),
+        "me/good": json.dumps(good).encode(),
+    }
+    for repo, record in hostile.items():
+        hub_server.put_file(repo, "README.md", b"---\ntags:\n- runspec\n---\n", "model")
+        hub_server.put_file(repo, "runspec/record.json", record, "model")
+    env = {**hub_env, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    shown = _status(env)
+    assert shown.returncode == 0, shown.stderr
+    assert "5 runs of me on the Hub" in shown.stdout, shown.stdout
+    assert "me/good  training  epoch 3/10" in shown.stdout
+    for repo in ("me/typed", "me/deep", "me/nan"):
+        assert f"{repo}  unreadable record" in shown.stdout, shown.stdout
+    assert "\x1b" not in shown.stdout and "training\\x1b[2J" in shown.stdout
+    rows = {row["repo"]: row for row in json.loads(_status(env, "--json").stdout)}
+    assert rows["me/typed"]["state"] == "unreadable record" and rows["me/typed"]["epoch"] is None

@@ -7,6 +7,7 @@ as a box would have written them, with times relative to now.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import select
 import subprocess
@@ -19,9 +20,11 @@ import pytest
 
 from runspec.clock import utc_iso
 from runspec.spec.model import Spec
+from runspec.watch.seal import KEY_VARIABLE
 from tests.fixtures_providers import Answer, StandIn, VastInstance
 from tests.fixtures_watch import (
     REPO,
+    WATCH_KEY,
     expired,
     lease_at_hub,
     lease_doc,
@@ -77,15 +80,40 @@ def test_within_the_grace_nothing_is_ended(
     assert standin.made() == []
 
 
+def _final_weights(hub_server: HubServer, pushed: bytes, listed: bytes) -> dict[str, Any]:
+    """`pushed` as the run's last.pt in its repo; the lease's final_weights name `listed`."""
+    hub_server.put_file(REPO, "weights/last.pt", pushed, repo_type="model")
+    entry = {"size": len(listed), "sha256": hashlib.sha256(listed).hexdigest()}
+    return {"weights/last.pt": entry}
+
+
 def test_a_verified_final_push_lets_the_watcher_destroy(
     hub_server: HubServer, standin: StandIn, env: dict[str, str]
 ) -> None:
     box = VastInstance(standin)
-    seed(hub_server, expired(final_verified=True, state="finishing"))
+    weights = _final_weights(hub_server, b"the final weights", b"the final weights")
+    seed(hub_server, expired(final_verified=True, state="finishing", final_weights=weights))
     code, _, err = result(watch(env, REPO))
     assert code == 0, err
     assert box.effects == ["DELETE"]
     assert lease_at_hub(hub_server)["ended_by"]["action"] == "destroy"
+
+
+@pytest.mark.parametrize("listed", [b"other weights", None])
+def test_a_lease_alone_never_turns_a_stop_into_a_destroy(
+    hub_server: HubServer, standin: StandIn, env: dict[str, str], listed: bytes | None
+) -> None:
+    # The lease says the final push verified, but the watcher's own read of the weights at the
+    # push target does not match what it lists (or it lists none): a stop, the disk kept.
+    box = VastInstance(standin)
+    weights = _final_weights(hub_server, b"the final weights", listed) if listed else None
+    seed(hub_server, expired(final_verified=True, state="finishing", final_weights=weights))
+    code, _, err = result(watch(env, REPO))
+    assert code == 0, err
+    assert box.effects == ["PUT"]
+    ended = lease_at_hub(hub_server)["ended_by"]
+    assert ended["action"] == "stop"
+    assert "the lease says the final push verified, but" in ended["reason"]
 
 
 def test_a_passed_deadline_without_a_final_state_ends_the_box(
@@ -131,7 +159,7 @@ def test_a_damaged_lease_calls_nothing_and_exits_non_zero(
     VastInstance(standin)
     seed(hub_server, damage)
     code, out, _ = result(watch(env, REPO))
-    assert code == 1 and "damaged lease" in out["runs"][0]["error"]
+    assert code == 1 and "damaged lease" in out["runs"][0]["error"], (out, _)
     assert standin.made() == []
 
 
@@ -238,15 +266,34 @@ def test_install_hf_jobs_schedules_the_watcher_with_the_keys_as_secrets(
     # The keys and the notification URL (a webhook URL is a credential) as secrets only.
     assert spec["secrets"] == {
         "HF_TOKEN": env["HF_TOKEN"], "VAST_API_KEY": "vast-watcher-key", "RUNPOD_API_KEY": "rp-key",
-        "RUNSPEC_WATCH_NOTIFY": "ntfy://watch-topic",
+        "RUNSPEC_WATCH_NOTIFY": "ntfy://watch-topic", KEY_VARIABLE: WATCH_KEY,
     }  # fmt: skip
     assert "vast-watcher-key" not in json.dumps(spec.get("environment") or {})
-    command = spec["command"]
+    assert WATCH_KEY not in json.dumps(command := spec["command"])
     assert command[-4:] == ["runspec", "watch", "--once", "myorg"]
     assert "ntfy://watch-topic" not in json.dumps(command)
     assert ref in command  # runspec from the direct reference, never `runspec` from PyPI
     said = json.loads(proc.stdout)
     assert said["flavor"] == "cpu-basic" and 0 < said["usd_per_day"] < 0.1
+
+
+def test_install_hf_jobs_refuses_without_the_watch_key(
+    hub_server: HubServer, env: dict[str, str]
+) -> None:
+    from tests.hubscheduled import scheduled_jobs
+
+    ref = "runspec @ git+https://example.invalid/runspec@v0.0.test"
+    run_env = {k: v for k, v in env.items() if k != KEY_VARIABLE}
+    proc = subprocess.run(
+        [sys.executable, "-m", "runspec", "watch", "--install", "hf-jobs", "myorg"],
+        env={**run_env, "RUNSPEC_INSTALL": ref},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2 and "RUNSPEC_WATCH_KEY is not set" in proc.stderr, proc.stderr
+    assert scheduled_jobs(hub_server) == []
 
 
 def test_install_hf_jobs_refuses_to_install_runspec_by_its_pypi_name(
@@ -276,7 +323,7 @@ def test_org_mode_watches_the_org_s_runspec_repos(
     for repo in ("me/hung", "me/fine"):
         hub_server.put_file(repo, "README.md", card, repo_type="model")
     seed(hub_server, expired())
-    seed(hub_server, lease_doc(run="fine"), repo="me/fine")
+    seed(hub_server, lease_doc(run="fine", instance="4343"), repo="me/fine")
     hub_server.put_file("me/untagged", "README.md", b"# not a run\n", repo_type="model")
     seed(hub_server, expired(), repo="me/untagged")
     code, out, err = result(watch(env, "me"))
@@ -287,7 +334,7 @@ def test_org_mode_watches_the_org_s_runspec_repos(
 
 def test_the_preflight_says_what_the_watch_needs() -> None:
     from runspec.checkresult import CheckStatus
-    from runspec.preflight.watchcheck import watch_check
+    from runspec.preflight.watchcheck import watch_check, watch_key_check
     from runspec.spec.loader import load_spec_text
 
     def spec(extra: str) -> Spec:
@@ -305,6 +352,15 @@ def test_the_preflight_says_what_the_watch_needs() -> None:
     busy = watch_check(spec(hub.replace("15m", "1m") + "watch: {lease: 10s}\n"))
     assert busy.status is CheckStatus.WARN and "420 commits an hour" in busy.message
     assert "nothing off this box" in watch_check(spec(hub + "watch: {lease: none}\n")).message
+    # Today's boxes, without the watch key: said before training, never silently unwatched.
+    [keyed] = watch_key_check(spec(hub), {KEY_VARIABLE: WATCH_KEY})
+    assert keyed.status is CheckStatus.PASS
+    for environ in ({}, {KEY_VARIABLE: "short"}):
+        [unkeyed] = watch_key_check(spec(hub), environ)
+        assert unkeyed.status is CheckStatus.WARN, unkeyed
+        assert "the lease is unsealed and no watcher acts on it" in unkeyed.message
+        assert "openssl rand -hex 32" in unkeyed.fix
+    assert watch_key_check(spec(hub + "watch: {lease: none}\n"), {}) == []
 
 
 @pytest.mark.parametrize(

@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 
 from runspec.clock import parse_utc_iso
+from runspec.watch.seal import KEY_VARIABLE
 from tests.fixtures_cpu import CpuCap
 from tests.fixtures_daemon import end_leftovers
 from tests.fixtures_providers import StandIn, VastInstance
 from tests.fixtures_run import SpecWriter, start_run
-from tests.fixtures_watch import box_pids, result, signal_all, watch, watcher_env
+from tests.fixtures_watch import WATCH_KEY, box_pids, result, signal_all, watch, watcher_env
 from tests.hubserver import HubServer
 
 pytestmark = pytest.mark.training
@@ -69,7 +70,7 @@ def box_env(hub_env: dict[str, str], provider_env: dict[str, str], marker: str) 
     """The box's own environment: vast names the instance and its key in the container."""
     return {
         **hub_env, **provider_env, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": "box-own-key",
-        "RUNSPEC_TEST_BOX": marker,
+        "RUNSPEC_TEST_BOX": marker, KEY_VARIABLE: WATCH_KEY,
     }  # fmt: skip
 
 

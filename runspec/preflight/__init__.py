@@ -24,6 +24,7 @@ from runspec.errors import RunspecError
 from runspec.preflight.ending import finish_checks
 from runspec.preflight.notifycheck import notify_checks
 from runspec.preflight.report import PreflightReport
+from runspec.preflight.watchcheck import watch_key_check
 from runspec.secrets.redact import scrub
 from runspec.spec.model import Spec
 from runspec.store.paths import RunPaths
@@ -129,4 +130,5 @@ def run_preflight(
         # Here, not in the child: provider keys and notify URLs' ${NAME}s are the parent's.
         ending = finish_checks(spec.finish, folders=(paths.state, paths.project))
         checks = [*checks, *ending, *notify_checks(spec.notify, os.environ)]
+        checks += watch_key_check(spec, os.environ)
     return PreflightReport(phase=report.phase, checks=checks, seconds=time.monotonic() - started)

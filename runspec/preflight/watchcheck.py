@@ -4,12 +4,33 @@ the Hub's commit rate beside its pushes."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from runspec.checkresult import CheckResult, passed, warned
 from runspec.clock import human_duration
 from runspec.spec.model import Spec
+from runspec.watch.seal import KEY_VARIABLE, key_problem
 
 VOUCH_LEASES = 2  # as runspec.watch.lease: vouched this many leases ahead, plus a grace of one
 COMMITS_PER_HOUR_MAX = 120.0  # runspec's own bound on a run's commits (lease and pushes)
+
+
+def watch_key_check(spec: Spec, environ: Mapping[str, str]) -> list[CheckResult]:
+    """Whether this box can seal its lease (runspec.watch.seal). In the parent: the key is a
+    secret, and the preflight's child never holds one."""
+    if spec.watch.lease is None or spec.push is None or spec.push.hub is None:
+        return []
+    if (problem := key_problem(environ)) is None:
+        return [passed("watch key", f"the lease is sealed with {KEY_VARIABLE}")]
+    # Without the key the lease is unsealed: a watcher proves none of it and ends nothing.
+    return [
+        warned(
+            "watch key",
+            f"{problem}: the lease is unsealed and no watcher acts on it",
+            f"set {KEY_VARIABLE} (e.g. `openssl rand -hex 32`) in /etc/runspec/env and in the "
+            "watcher's environment, or watch.lease: none",
+        )
+    ]
 
 
 def watch_check(spec: Spec) -> CheckResult:

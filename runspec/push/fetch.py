@@ -11,7 +11,6 @@ are data, never trusted as a run's until they check out.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tempfile
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from runspec.hubreach import endpoint_set
+from runspec.hubread import HostileFile, strict_json
 from runspec.push.base import PushFailed, one_line
 from runspec.push.dirtarget import DirTarget
 from runspec.push.hubrecord import RECORD
@@ -178,11 +178,11 @@ def read_pushed(spec: Spec, paths: RunPaths) -> Pushed:
     manifest: Manifest | None = None
     try:
         raw = source.small(RECORD)
-        loaded = json.loads(raw) if raw else None
+        loaded = strict_json(raw) if raw else None  # someone else's bytes: runspec.hubread
         record = loaded if isinstance(loaded, dict) else None
         raw = source.small(MANIFEST)
-        manifest = Manifest.from_json(json.loads(raw)) if raw else None
-    except (ValueError, KeyError, TypeError) as exc:
+        manifest = Manifest.from_json(strict_json(raw)) if raw else None
+    except (HostileFile, ValueError, KeyError, TypeError) as exc:
         raise PushFailed(f"{source.where} holds a damaged runspec record: {one_line(exc)}") from exc
     except OSError as exc:
         raise PushFailed(f"cannot read {source.where}: {one_line(exc)}") from exc

@@ -14,18 +14,22 @@ from __future__ import annotations
 import json
 import os
 import re
+from functools import partial
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from runspec.errors import RunspecError
 from runspec.hubreach import endpoint_set
-from runspec.push.base import PushFailed, one_line
-from runspec.push.fetch import Source
+from runspec.hubread import HostileFile, HubReadError, file_json, within
+from runspec.push.base import one_line
 from runspec.push.remote import LEASE, RECORD
 from runspec.store.atomic import write_json_atomic
 from runspec.views.hubfleet import TAG, row
 
-_SHA = re.compile(r"^[0-9a-f]{40,64}$")
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+LIST_S = 120.0  # the total time the org's listing may take, however slowly it is served
+MAX_REPOS = 10_000
 
 
 def cache_dir() -> Path:
@@ -35,15 +39,16 @@ def cache_dir() -> Path:
 
 
 def _read_at(repo: str, sha: str) -> dict[str, Any]:
-    """The record and the lease of `repo` at commit `sha` (None where absent or unreadable)."""
-
-    source = Source(hub=repo, commit=sha)
+    """The record and the lease of `repo` at commit `sha` (None where absent), each read by the
+    one capped, strict reader of Hub files; a file it refuses is named under "unreadable"."""
     found: dict[str, Any] = {}
     for key, path in (("record", RECORD), ("lease", LEASE)):
         try:
-            raw = source.small(path)
-            value = json.loads(raw) if raw else None
-        except (PushFailed, OSError, ValueError):
+            value = file_json(repo, path, sha)
+        except HostileFile as exc:
+            found.setdefault("unreadable", {})[key] = str(exc)
+            value = None
+        except HubReadError:
             value = None
         found[key] = value if isinstance(value, dict) else None
     return found
@@ -53,7 +58,7 @@ def _cached(repo: str, sha: str, cache: Path) -> tuple[dict[str, Any], bool]:
     """What `_read_at` gives, from the cache when this commit was read before; and whether
     it came from there."""
     if not _SHA.match(sha):
-        return _read_at(repo, sha), False  # no sha to key it by: read, never kept
+        return {}, False  # no commit to read at: nothing read
     path = cache / repo.replace("/", "--") / f"{sha}.json"
     try:
         data = json.loads(path.read_text())
@@ -76,7 +81,8 @@ def fleet(org: str, now: float, cache: Path | None = None) -> list[dict[str, Any
 
     api = HfApi(endpoint=endpoint_set())
     try:
-        models = list(api.list_models(author=org, filter=TAG, expand=["sha", "lastModified"]))
+        listing = partial(api.list_models, author=org, filter=TAG, expand=["sha", "lastModified"])
+        models = within(LIST_S, f"listing {org}", lambda: list(islice(listing(), MAX_REPOS)))
     except Exception as exc:  # the network's or the Hub's: said in one line
         raise RunspecError(f"cannot list {org}'s runs on the Hub: {one_line(exc)}") from exc
     rows = []

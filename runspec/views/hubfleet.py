@@ -3,6 +3,8 @@ its head commit (runspec.push.fleetread reads them), and the lines people see.""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
 from runspec.clock import human_duration, parse_utc_iso
@@ -11,23 +13,67 @@ from runspec.printable import printable
 TAG = "runspec"
 
 
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and len(value) <= 256 else None
+
+
+_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "name": _text,
+    "status": _text,
+    "termination": _text,
+    "deadline": _text,
+    "epoch": _int,
+    "total_epochs": _int,
+}
+
+
+def _typed(record: Any) -> dict[str, Any] | None:
+    """The record's fields this view shows, each of the type runspec writes; None when one is
+    there with another type (a record runspec did not write)."""
+    if not isinstance(record, dict):
+        return None
+    out: dict[str, Any] = {}
+    for key, read in _FIELDS.items():
+        if record.get(key) is not None and (out.setdefault(key, read(record[key])) is None):
+            return None
+    out["terminal"] = record.get("terminal") is True
+    pushes = [p for k in ("push", "last_push") if isinstance(p := record.get(k), dict)]
+    if pushes:  # the push of this very commit (its record rides in it), else the one before
+        push: dict[str, Any] = pushes[0]
+        epoch, time = push.get("epoch"), push.get("time")
+        if (epoch is not None and _int(epoch) is None) or (time is not None and not _text(time)):
+            return None
+        out["push"] = {"epoch": epoch, "time": time, "final": push.get("final") is True}
+    cost = record.get("cost")
+    usd = cost.get("usd") if isinstance(cost, dict) else None
+    ok = isinstance(usd, int | float) and not isinstance(usd, bool) and math.isfinite(usd)
+    out["cost_usd"] = usd if ok else None
+    return out
+
+
 def row(repo: str, sha: str, data: dict[str, Any], now: float, hit: bool) -> dict[str, Any]:
-    record = data.get("record") or {}
-    lease = data.get("lease") or {}
-    state = record.get("termination") or record.get("status") or "no record"
+    raw = data.get("record")
+    record = _typed(raw) if raw is not None else {}
+    lease = data.get("lease") if isinstance(data.get("lease"), dict) else {}
+    assert isinstance(lease, dict)
+    if record is None or (data.get("unreadable") or {}).get("record"):
+        record, state = {}, "unreadable record"
+    else:
+        state = record.get("termination") or record.get("status") or "no record"
     if record.get("terminal"):
         state = f"{state} (terminal)"
     ended = lease.get("ended_by") if isinstance(lease.get("ended_by"), dict) else None
-    # The push of this very commit (its record rides in it), else the one before it.
-    pushes = [record.get(k) for k in ("push", "last_push") if isinstance(record.get(k), dict)]
-    push = pushes[0] if pushes else None
     left = None
     if record.get("deadline") and record.get("status") != "finished":
         try:
             left = parse_utc_iso(str(record["deadline"])) - now
-        except ValueError:
+        except (ValueError, OverflowError):
             left = None
-    cost = (record.get("cost") or {}).get("usd") if isinstance(record.get("cost"), dict) else None
+    vouched = lease.get("vouched_until")
     return {
         "repo": repo,
         "commit": sha,
@@ -35,11 +81,11 @@ def row(repo: str, sha: str, data: dict[str, Any], now: float, hit: bool) -> dic
         "state": state,
         "epoch": record.get("epoch"),
         "total_epochs": record.get("total_epochs"),
-        "last_push": push,
+        "last_push": record.get("push"),
         "budget_left_s": None if left is None else round(left, 1),
-        "cost_usd": cost if isinstance(cost, int | float) else None,
-        "stopped_by_watch": None if ended is None else str(ended.get("reason", "")),
-        "vouched_until": lease.get("vouched_until"),
+        "cost_usd": record.get("cost_usd"),
+        "stopped_by_watch": None if ended is None else str(ended.get("reason", ""))[:256],
+        "vouched_until": _text(vouched),
         "cached": hit,
     }
 

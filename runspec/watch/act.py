@@ -24,9 +24,10 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from runspec.clock import SYSTEM, Clock, utc_iso
-from runspec.providers.base import GONE, Provider, ProviderError
+from runspec.providers.base import GONE, Action, Provider, ProviderError
 from runspec.providers.detect import PROVIDERS
 from runspec.providers.persist import Refused, Window, keep_ending
+from runspec.push.base import one_line
 from runspec.watch.judge import Decision, Verdict, judge
 from runspec.watch.lease import (
     LEASE_PATH,
@@ -36,6 +37,9 @@ from runspec.watch.lease import (
     LeaseError,
     LeaseMoved,
 )
+from runspec.watch.leasefields import AWS_REGION, MAX_TEXT
+from runspec.watch.seal import KEY_VARIABLE
+from runspec.watch.weightsread import unread_weights
 
 log = logging.getLogger("runspec.watch")
 
@@ -92,13 +96,27 @@ def pinned(lease: Lease, env: Mapping[str, str], opts: WatchOptions, clock: Cloc
             return self.env.get(name)  # never this machine's PID 1 environment
 
         def region(self) -> str:
-            return region or self.env.get("AWS_REGION") or self.env.get("AWS_DEFAULT_REGION") or ""
+            found = region or self.env.get("AWS_REGION") or self.env.get("AWS_DEFAULT_REGION")
+            # A region names the host the signed requests go to: a region name, never a host.
+            if not found or not AWS_REGION.match(found):
+                raise ProviderError(f"{found!r} is not an AWS region name (like us-east-1)")
+            return found
 
     provider: Provider = Pinned(
         environ, clock=clock, confirm_timeout=opts.confirm_timeout,
         poll_interval=opts.poll_interval,
     )  # fmt: skip
     return provider
+
+
+Read = tuple[str | None, Lease | None]
+
+
+def claim(lease: Lease | None) -> tuple[str, str] | None:
+    """The instance a proven lease of a live run claims; None for any other lease."""
+    if lease is None or not lease.proven or lease.final or not lease.instance:
+        return None
+    return (lease.provider or "", lease.instance)
 
 
 def watch_repo(
@@ -108,25 +126,69 @@ def watch_repo(
     env: Mapping[str, str] | None = None,
     clock: Clock = SYSTEM,
     hub: HubLease | None = None,
+    contested: frozenset[tuple[str, str]] = frozenset(),
+    first: Read | LeaseError | None = None,
 ) -> Seen:
+    """`first`: the lease as this pass read it already (or why it could not)."""
     hub = hub or HubLease(repo)
     for _ in range(3):  # a branch that moved under the decision: read and judge again
         try:
-            return _once(repo, hub, opts, dict(os.environ if env is None else env), clock)
+            found = first if first is not None else _read(hub)
+            first = None
+            environ = dict(os.environ if env is None else env)
+            return _once(repo, hub, found, opts, environ, clock, contested)
         except LeaseMoved:
             log.info("%s moved while its lease was judged: reading it again", repo)
     return Seen(repo, "error", "", error=f"{repo} kept moving while its lease was judged")
 
 
-def _once(repo: str, hub: HubLease, opts: WatchOptions, env: dict[str, str], clock: Clock) -> Seen:
+def _read(hub: HubLease) -> Read | LeaseError:
     try:
-        head, lease = hub.read()
-    except DamagedLease as exc:
-        return Seen(repo, "error", "", error=f"damaged lease: {exc}")
+        return hub.read()
     except LeaseError as exc:
-        return Seen(repo, "error", "", error=str(exc))
+        return exc
+    except Exception as exc:  # a hostile file that breaks the reader: this repo's fault only
+        log.exception("%s: reading its lease failed", hub.repo)
+        return LeaseError(f"{hub.repo}: its lease broke the reader: {one_line(exc)}")
+
+
+def read_lease(repo: str) -> Read | LeaseError:
+    return _read(HubLease(repo))
+
+
+def _unproven(key: str | None) -> str:
+    if not key:
+        return (
+            f"{KEY_VARIABLE} is not set here, so no lease can be proven: nothing called "
+            "(set it to the watch key in the boxes' /etc/runspec/env)"
+        )
+    return (
+        f"its lease is not sealed for this repo with {KEY_VARIABLE}: nothing called (written "
+        "by a box without the key, or by someone else than the run it names)"
+    )
+
+
+def _once(
+    repo: str,
+    hub: HubLease,
+    found: Read | LeaseError,
+    opts: WatchOptions,
+    env: dict[str, str],
+    clock: Clock,
+    contested: frozenset[tuple[str, str]],
+) -> Seen:
+    if isinstance(found, DamagedLease):
+        return Seen(repo, "error", "", error=f"damaged lease: {found}")
+    if isinstance(found, LeaseError):
+        return Seen(repo, "error", "", error=str(found))
+    head, lease = found
     if head is None or lease is None:
         return Seen(repo, "no-lease", f"no {LEASE_PATH} (watch.lease: none, or not pushed)")
+    if not lease.proven:
+        return Seen(repo, "unproven", "", error=_unproven(env.get(KEY_VARIABLE)))
+    if (mine := claim(lease)) is not None and mine in contested:
+        reason = f"{mine[0]} instance {mine[1]} is claimed by another repo's lease too"
+        return Seen(repo, "error", "", error=f"{reason}: ended by neither")
     decision = judge(
         lease, clock.time(), grace=opts.grace,
         destroy_unverified_after=opts.destroy_unverified_after,
@@ -140,12 +202,34 @@ def _once(repo: str, hub: HubLease, opts: WatchOptions, env: dict[str, str], clo
     return _end(repo, hub, head, lease, decision, opts, env, clock)
 
 
+def _bounded(ended_by: dict[str, Any]) -> dict[str, Any]:
+    """`ended_by` as a lease may hold it (runspec.watch.leasefields): a provider's long answer
+    cut, so the watcher's own record never reads back as a damaged lease."""
+    return {k: v[:MAX_TEXT] if isinstance(v, str) else v for k, v in ended_by.items()}
+
+
 def _end(
     repo: str, hub: HubLease, head: str, lease: Lease, decision: Decision, opts: WatchOptions,
     env: dict[str, str], clock: Clock,
 ) -> Seen:  # fmt: skip
     assert decision.action is not None
     action = decision.action
+    if action is Action.DESTROY and lease.final_verified:
+        # A lease alone never turns a stop into a destroy: the watcher reads the weights back.
+        unread = unread_weights(repo, head, lease.final_weights)
+        if unread is not None:
+            unverified = replace(lease, final_verified=False)
+            decision = judge(
+                unverified,
+                clock.time(),
+                grace=opts.grace,
+                destroy_unverified_after=opts.destroy_unverified_after,
+            )
+            reason = f"{decision.reason}; the lease says the final push verified, but {unread}"
+            if decision.action is None:
+                return Seen(repo, "notify", reason, error=reason)
+            action = decision.action
+            decision = replace(decision, reason=reason)
     seen = Seen(repo, decision.verdict.value, decision.reason, action.value)
     try:
         provider = pinned(lease, env, opts, clock)
@@ -160,7 +244,7 @@ def _end(
         # watchers writing the same words in the same second would both seem to have won.
         "claim": secrets.token_hex(8),
     }  # fmt: skip
-    claimed = replace(lease, ended_by=ended_by)
+    claimed = replace(lease, ended_by=_bounded(ended_by))
     try:
         commit = hub.write(claimed, head, f"runspec watch: {action.value} ({decision.reason})")
     except LeaseMoved:
@@ -180,7 +264,7 @@ def _end(
             seen.confirmed, detail = False, str(exc)
     if not seen.confirmed:
         seen.error = f"{action.value} not confirmed: {detail}"
-    done = {**ended_by, "confirmed": seen.confirmed, "detail": detail}
+    done = _bounded({**ended_by, "confirmed": seen.confirmed, "detail": detail})
     try:
         hub.write(replace(lease, ended_by=done), commit, f"runspec watch: {action.value} recorded")
     except LeaseError as exc:  # the end stands; the first write already names it

@@ -7,17 +7,30 @@ the `runspec` tag from its first push. A listing that fails is a failed pass (fa
 
 from __future__ import annotations
 
+import logging
 import os
+from collections import Counter
 from collections.abc import Callable, Sequence
+from functools import partial
+from itertools import islice
+from typing import TYPE_CHECKING
 
 from runspec.alerts import Alerts, Message
 from runspec.hubreach import endpoint_set
+from runspec.hubread import within
+from runspec.printable import printable
 from runspec.push.base import one_line
 from runspec.voice import error, warning
-from runspec.watch.act import Seen, WatchOptions, watch_repo
+from runspec.watch.act import Seen, WatchOptions, claim, read_lease, watch_repo
 from runspec.watch.lease import LeaseError
 
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+
+log = logging.getLogger("runspec.watch")
 TAG = "runspec"
+LIST_S = 120.0  # the total time an org's listing may take (a page at a time, however slow)
+MAX_REPOS = 10_000
 
 
 def repos_of(targets: Sequence[str]) -> list[str]:
@@ -31,14 +44,23 @@ def repos_of(targets: Sequence[str]) -> list[str]:
             out.append(target)
             continue
         try:
-            out += [m.id for m in api.list_models(author=target, filter=TAG)]
+            out += within(LIST_S, f"listing {target}", partial(_listed, api, target))
         except Exception as exc:  # any client or network fault: the pass cannot see the org
             raise LeaseError(f"cannot list {target}'s runspec repos: {one_line(exc)}") from exc
     return list(dict.fromkeys(out))
 
 
+def _listed(api: HfApi, org: str) -> list[str]:
+    return [m.id for m in islice(api.list_models(author=org, filter=TAG), MAX_REPOS)]
+
+
 def line(seen: Seen) -> str:
-    if seen.error and seen.verdict == "error":
+    """The report's line for one repo, every part of it from a lease shown escaped."""
+    return printable(_line(seen))
+
+
+def _line(seen: Seen) -> str:
+    if seen.error and seen.verdict in ("error", "unproven"):
         return error(f"{seen.repo}: cannot judge its lease, nothing called: {seen.error}")
     if seen.verdict == "notify":
         return warning(f"{seen.repo}: {seen.reason}")
@@ -49,6 +71,27 @@ def line(seen: Seen) -> str:
         text = f"{seen.repo}: {seen.action} by watch, {done}: {seen.reason}"
         return error(f"{text}: {seen.error}") if seen.error else text
     return f"{seen.repo}: {seen.verdict}: {seen.reason}"
+
+
+def watch_all(repos: Sequence[str], opts: WatchOptions) -> list[Seen]:
+    """Every repo watched, each lease read once first: an instance that the proven leases of
+    two repos claim is ended by neither, and one repo that breaks the watcher is reported and
+    skipped, never the end of the pass for the others."""
+    first = {repo: read_lease(repo) for repo in repos}
+    claims = Counter(c for found in first.values() if (c := _claim(found)) is not None)
+    contested = frozenset(c for c, n in claims.items() if n > 1)
+    seen = []
+    for repo in repos:
+        try:
+            seen.append(watch_repo(repo, opts, contested=contested, first=first[repo]))
+        except Exception as exc:  # one repo's fault, whatever it is: said, and the pass goes on
+            log.exception("%s: the watcher failed on it", repo)
+            seen.append(Seen(repo, "error", "", error=f"the watcher failed: {one_line(exc)}"))
+    return seen
+
+
+def _claim(found: object) -> tuple[str, str] | None:
+    return claim(found[1]) if isinstance(found, tuple) else None
 
 
 def watch_pass(
@@ -66,7 +109,7 @@ def watch_pass(
     except LeaseError as exc:
         seen = [Seen(", ".join(targets), "error", "", error=str(exc))]
     else:
-        seen = [watch_repo(repo, opts) for repo in repos]
+        seen = watch_all(repos, opts)
     for item in seen:
         say(line(item))
         if item.error or item.verdict == "end":

@@ -3,7 +3,8 @@
 The job installs runspec from the direct reference in RUNSPEC_INSTALL (never the name runspec
 from PyPI, another project's: runspec.installref) and runs `runspec watch --once ORG` on the
 cheapest CPU flavor (cpu-basic: 2 vCPU, billed $0.000167 a minute in huggingface_hub's own
-table), with the Hub token, every provider key set in this environment and the notification
+table), with the Hub token, the watch key (RUNSPEC_WATCH_KEY: without it the job would prove
+no lease, so it is refused), every provider key set in this environment and the notification
 URLs (a webhook URL is a credential) as job secrets, never in its command or environment.
 Its cost: 144 passes a day, each billed about 2 minutes (the image's pip install and one
 pass), so about $0.05 a day.
@@ -21,6 +22,7 @@ from runspec.installref import INSTALL_VARIABLE, install_problem
 from runspec.providers.detect import PROVIDERS
 from runspec.push.base import one_line
 from runspec.watch import NOTIFY_VARIABLE
+from runspec.watch.seal import KEY_VARIABLE, key_problem
 
 FLAVOR = "cpu-basic"  # huggingface_hub's JobHardware.CPU_BASIC, the cheapest
 SCHEDULE = "*/10 * * * *"
@@ -32,7 +34,7 @@ USD_PER_DAY = 24 * 6 * MINUTES_PER_PASS * USD_PER_MINUTE
 
 def secret_names() -> list[str]:
     """Every key a watcher may need, in the order the job gets them."""
-    names = ["HF_TOKEN", "VAST_API_KEY"]
+    names = ["HF_TOKEN", KEY_VARIABLE, "VAST_API_KEY"]
     for cls in PROVIDERS.values():
         names += [n for n in cls.secret_env if n not in names]
     return names
@@ -45,6 +47,11 @@ def install_hf_job(org: str, notify: Sequence[str]) -> dict[str, Any]:
     if "HF_TOKEN" not in secrets:
         raise RunspecError(
             "--install hf-jobs needs HF_TOKEN here: the job reads the leases with it"
+        )
+    if (problem := key_problem()) is not None:
+        raise UsageError(
+            f"--install hf-jobs: {problem}: the job would prove no lease and end no box; set "
+            f"it here to the watch key in the boxes' /etc/runspec/env"
         )
     package = os.environ.get(INSTALL_VARIABLE)
     if (problem := install_problem(package, INSTALL_VARIABLE)) is not None:

@@ -49,6 +49,8 @@ def judge(
         return Decision(Verdict.ENDED, f"{by.get('action')} by {by.get('by')} at {by.get('at')}")
     if lease.final:
         return Decision(Verdict.FINAL, f"finished ({lease.state})")
+    if lease.renewed_ts > now + lease.lease_s:  # a box's clock that far ahead is no clock
+        return Decision(Verdict.NOTIFY, f"renewed in the future ({lease.renewed_at})")
     wait = lease.lease_s if grace is None else grace
     expired_at = lease.vouched_ts
     deadline = lease.deadline_ts

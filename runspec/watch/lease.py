@@ -8,22 +8,27 @@ that ends the box writes `ended_by` before it calls the provider, through the Hu
 lock (`create_commit(parent_commit=...)`: a 412 when the branch moved), so two watchers end a
 box once and a box that comes back reads who ended it.
 
-Reads go through huggingface_hub's session at one commit (the head `repo_info` gave), capped in
-size: a hostile repo cannot hand the watcher a huge file.
+Reads go through the one capped reader of Hub files (runspec.hubread: size, total time, strict
+JSON) at one commit, and the fields are read strictly (runspec.watch.leasefields). A lease is
+sealed with the run's key when the watch key is set (runspec.watch.seal); `proven` says whether
+the one read was sealed for this repo with the reader's key.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from runspec.clock import parse_utc_iso
-from runspec.errors import RunspecError
 from runspec.hubreach import endpoint_set
+from runspec.hubread import HostileFile, HubReadError, file_json
+from runspec.hubread import head as hub_head
 from runspec.push.base import one_line
 from runspec.push.remote import LEASE
+from runspec.watch.leasefields import LEASE_SCHEMA, DamagedLease, LeaseError, read_fields
+from runspec.watch.seal import proves, seal, watch_key
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -31,18 +36,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("runspec.watch")
 
 LEASE_PATH = LEASE  # in the run's Hub repo, beside its record (runspec.push.remote)
-LEASE_SCHEMA = 1
 VOUCH_LEASES = 2  # vouched_until is this many leases after a renewal
-MAX_BYTES = 64 * 1024
-READ_TIMEOUT_S = 30.0
+# A lease vouches at most this many leases past its renewal, whatever it says: an expiry in
+# year 9999 cannot turn the watch off.
+MAX_VOUCH_LEASES = VOUCH_LEASES + 1
+READ_TIMEOUT_S = 30.0  # the total time one read of a lease (or the head) may take
 
-
-class LeaseError(RunspecError):
-    """The lease could not be read or written (the Hub's fault or the file's)."""
-
-
-class DamagedLease(LeaseError):
-    """The file is there but is no lease this runspec reads."""
+__all__ = ["LEASE_SCHEMA", "DamagedLease", "HubLease", "Lease", "LeaseError", "LeaseMoved"]
 
 
 class LeaseMoved(LeaseError):
@@ -66,10 +66,17 @@ class Lease:
     region: str | None = None  # where the provider needs it to address the instance (AWS)
     timer: dict[str, Any] | None = None  # the provider's own timer, when one is armed
     ended_by: dict[str, Any] | None = None  # {"by", "reason", "action", "at", "confirmed"}
+    # The final push's weights, {path: {size, sha256}}: what a watcher reads back itself
+    # before it destroys (a lease alone never turns a stop into a destroy).
+    final_weights: dict[str, Any] | None = None
+    seal: str | None = None  # runspec.watch.seal, over every other field and the repo id
     schema: int = LEASE_SCHEMA
+    proven: bool = field(default=False, compare=False)  # as read: sealed for its repo
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        del out["proven"]
+        return out
 
     @property
     def final(self) -> bool:
@@ -77,41 +84,23 @@ class Lease:
         return self.state == "finished"
 
     @classmethod
-    def from_json(cls, data: Any) -> Lease:
+    def from_json(cls, data: Any, proven: bool = False) -> Lease:
         """Raises DamagedLease for anything that is not a lease of this schema."""
-        if not isinstance(data, dict):
-            raise DamagedLease("the lease is not a JSON object")
-        if data.get("schema") != LEASE_SCHEMA:
-            raise DamagedLease(f"lease schema {data.get('schema')!r}; this runspec reads 1")
-        known = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in data.items() if k in known}
-        checks: dict[str, tuple[type, ...]] = {
-            "run": (str,), "vouched_until": (str,), "state": (str,), "renewed_at": (str,),
-            "epoch": (int,), "lease_s": (int, float), "final_verified": (bool,),
-        }  # fmt: skip
-        for key, kinds in checks.items():
-            if not isinstance(kwargs.get(key), kinds):
-                raise DamagedLease(f"the lease's {key} is missing or not a {kinds[0].__name__}")
-        for key in ("newest_local", "newest_verified", "deadline", "provider", "instance",
-                    "region"):  # fmt: skip
-            if kwargs.get(key) is not None and not isinstance(kwargs[key], str):
-                raise DamagedLease(f"the lease's {key} is not a string")
-        for key in ("timer", "ended_by"):
-            if kwargs.get(key) is not None and not isinstance(kwargs[key], dict):
-                raise DamagedLease(f"the lease's {key} is not an object")
-        try:
-            for key in ("vouched_until", "renewed_at", "deadline"):
-                if kwargs.get(key):
-                    parse_utc_iso(kwargs[key])
-        except ValueError as exc:
-            raise DamagedLease(f"the lease holds a time that is not ISO 8601: {exc}") from exc
-        if kwargs["lease_s"] <= 0:
-            raise DamagedLease("the lease's interval is not positive")
-        return cls(**kwargs)
+        return cls(**read_fields(data), proven=proven)
+
+    def sealed(self, key: bytes | None, repo: str) -> Lease:
+        """This lease with its seal for `repo` (unsealed without a key)."""
+        return replace(self, seal=seal(key, repo, self.to_json()) if key else None)
+
+    @property
+    def renewed_ts(self) -> float:
+        return parse_utc_iso(self.renewed_at)
 
     @property
     def vouched_ts(self) -> float:
-        return parse_utc_iso(self.vouched_until)
+        """Until when it vouches, at most MAX_VOUCH_LEASES after its renewal."""
+        cap = self.renewed_ts + MAX_VOUCH_LEASES * self.lease_s
+        return min(parse_utc_iso(self.vouched_until), cap)
 
     @property
     def deadline_ts(self) -> float | None:
@@ -131,18 +120,16 @@ class HubLease:
 
         self.repo = repo
         self.api = api or HfApi(endpoint=endpoint_set())
+        self.key = watch_key()
 
     def head(self) -> str | None:
         """The main branch's commit; None when the repo does not exist (yet)."""
-        from huggingface_hub.errors import RepositoryNotFoundError
-
         try:
-            info = self.api.repo_info(self.repo, repo_type="model")
-        except RepositoryNotFoundError:
-            return None
-        except Exception as exc:  # any client or network fault: unreadable, said so
-            raise LeaseError(f"cannot read {self.repo} on the Hub: {one_line(exc)}") from exc
-        return str(info.sha) if info.sha else None
+            return hub_head(self.repo, total_s=READ_TIMEOUT_S)
+        except HostileFile as exc:
+            raise DamagedLease(str(exc)) from exc
+        except HubReadError as exc:
+            raise LeaseError(str(exc)) from exc
 
     def read(self) -> tuple[str | None, Lease | None]:
         """(head commit, the lease at it); (None, None) for a missing repo, (head, None) for a
@@ -150,44 +137,26 @@ class HubLease:
         sha = self.head()
         if sha is None:
             return None, None
-        data = self._file(sha)
+        try:
+            data = file_json(self.repo, LEASE_PATH, sha, total_s=READ_TIMEOUT_S)
+        except HostileFile as exc:
+            raise DamagedLease(str(exc)) from exc
+        except HubReadError as exc:
+            raise LeaseError(str(exc)) from exc
         if data is None:
             return sha, None
         try:
-            return sha, Lease.from_json(json.loads(data))
-        except ValueError as exc:
-            raise DamagedLease(f"{self.repo}: {LEASE_PATH} is not JSON: {exc}") from exc
-
-    def _file(self, sha: str) -> bytes | None:
-        from huggingface_hub import hf_hub_url
-        from huggingface_hub.utils import build_hf_headers, get_session
-
-        url = hf_hub_url(self.repo, LEASE_PATH, revision=sha, endpoint=endpoint_set())
-        data = bytearray()
-        try:
-            with get_session().stream(
-                "GET", url, headers=build_hf_headers(), follow_redirects=True,
-                timeout=READ_TIMEOUT_S,
-            ) as resp:  # fmt: skip
-                if resp.status_code == 404:
-                    return None
-                if resp.status_code != 200:
-                    raise LeaseError(f"{self.repo}: reading {LEASE_PATH} got {resp.status_code}")
-                for chunk in resp.iter_bytes():
-                    data += chunk
-                    if len(data) > MAX_BYTES:
-                        raise DamagedLease(f"{self.repo}: {LEASE_PATH} is over {MAX_BYTES} bytes")
-        except LeaseError:
-            raise
-        except Exception as exc:  # the network's fault: unreadable
-            raise LeaseError(f"cannot read {self.repo}'s lease: {one_line(exc)}") from exc
-        return bytes(data)
+            lease = Lease.from_json(data)  # a dict of known, typed fields from here on
+        except DamagedLease as exc:
+            raise DamagedLease(f"{self.repo}: {exc}") from exc
+        return sha, replace(lease, proven=proves(self.key, self.repo, data))
 
     def write(self, lease: Lease, parent: str | None, message: str) -> str:
         """Commit the lease on top of `parent` (None: wherever the head is); the new commit.
         Raises LeaseMoved when the branch moved since `parent`, LeaseError otherwise."""
         from huggingface_hub import CommitOperationAdd
 
+        lease = lease.sealed(self.key, self.repo)
         body = json.dumps(lease.to_json(), indent=1, sort_keys=True).encode() + b"\n"
         op = CommitOperationAdd(path_in_repo=LEASE_PATH, path_or_fileobj=body)
         try:

@@ -28,6 +28,7 @@ from runspec.store.state import RecordStore, RunRecord
 from runspec.trainer.checkpoints import epoch_number
 from runspec.voice import warning
 from runspec.watch.lease import VOUCH_LEASES, HubLease, Lease, LeaseError
+from runspec.watch.weightsread import final_weights
 
 log = logging.getLogger("runspec.watch")
 
@@ -143,6 +144,9 @@ class LeaseRenewer:
             newest_local=newest_on_disk(self.paths.run_dir / "weights"),
             newest_verified=newest_pushed(push.files) if push else None,
             final_verified=bool(push and push.final),
+            final_weights=final_weights(self.paths.pushed_manifest)
+            if push and push.final
+            else None,
             deadline=deadline,
             provider=provider,
             instance=instance,
@@ -177,7 +181,8 @@ class LeaseRenewer:
                 head, current = self.hub.read()
                 if head is None:
                     return False  # no repo before the first push: nothing to renew in
-                if current is not None and current.ended_by is not None:
+                # Only a watcher holding the watch key can end this box (a proven lease).
+                if current is not None and current.ended_by is not None and current.proven:
                     self._keep(current.to_json())
                     self._ended(current.ended_by)
                     return False
