@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from runspec.alerts import URL_FORM, URL_HINT
-from runspec.daemon.follow import FollowSpec
+from runspec.daemon.followspec import FollowSpec
 from runspec.daemon.gitmirror import check_branch, check_remote
 from runspec.errors import UsageError
 from runspec.spec.model import FinishAction, FinishSpec

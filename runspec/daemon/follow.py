@@ -18,19 +18,18 @@ whose intake handles the rest as for `runspec submit` (the provenance travels in
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from runspec.alerts import Alerts, Message
 from runspec.clock import Clock, utc_iso
 from runspec.daemon.followclaim import ClaimError, claim
+from runspec.daemon.followspec import FollowSpec
 from runspec.daemon.gitmirror import BLOB_MODES, GitError, Mirror, shown_remote
 from runspec.daemon.queue import request_cancel
 from runspec.printable import printable
@@ -43,22 +42,6 @@ from runspec.store.state import RecordStore, RunStatus
 log = logging.getLogger("runspec.follow")
 
 SUFFIXES = (".yaml", ".yml")
-
-
-@dataclass(frozen=True)
-class FollowSpec:
-    repo: str
-    branch: str = "main"
-    path: str = "specs"
-    every: float = 60.0
-
-    @property
-    def key(self) -> str:
-        return hashlib.sha256(f"{self.repo}\0{self.branch}".encode()).hexdigest()[:16]
-
-    @property
-    def shown(self) -> str:
-        return f"{shown_remote(self.repo)}@{self.branch}:{self.path}"
 
 
 def follow_folder(state: Path) -> Path:

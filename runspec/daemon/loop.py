@@ -22,7 +22,6 @@ from typing import Any
 from runspec.clock import SYSTEM, Clock
 from runspec.daemon import perms
 from runspec.daemon.config import DaemonConfig, load_config
-from runspec.daemon.follow import Follower
 from runspec.daemon.inbox import Inbox, Outcome
 from runspec.daemon.notify import Notifier
 from runspec.daemon.runs import RunKeeper
@@ -86,7 +85,7 @@ class Daemon:
         self._last_refresh = 0.0
         self._queued_count = 0
         self._read_only: str | None = None  # the error a read-only state folder gave, said once
-        self.follower: Follower | None = None
+        self.follower: Any = None  # a runspec.daemon.follow.Follower while one is followed
         self._follow_jobs: list[str] = []
 
     # -- flags (signal handlers only set these) ------------------------------------------
@@ -138,6 +137,9 @@ class Daemon:
         self.follower = None
         if not self.cfg.follow:
             return
+        # Here, not at the top: an idle daemon that follows nothing loads no push machinery.
+        from runspec.daemon.follow import Follower  # noqa: PLC0415
+
         self.follower = Follower(
             self.cfg.follow,
             self.cfg.state,
