@@ -17,8 +17,12 @@ from tests.hubserver import HubServer
 def _status(env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*RUNSPEC, "status", "--hub", "me", *extra],
-        env={**os.environ, **env}, check=False, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        env={**os.environ, **env},
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.training
@@ -27,9 +31,12 @@ def test_status_hub_lists_two_finished_runs_and_a_second_call_downloads_nothing(
 ) -> None:
     for name in ("fleet-a", "fleet-b"):
         spec = write_spec(
-            name, epochs=1, push={"hub": {"repo": f"me/{name}"}, "every": "1h"},
+            name,
+            epochs=1,
+            push={"hub": {"repo": f"me/{name}"}, "every": "1h"},
             finish={"action": "none"},
-        )  # fmt: skip
+            budget={"wall_clock": "30m", "hourly_cost": 2.5},
+        )
         code, out = finish_run(start_run(spec, tmp_path / f"state-{name}", hub_env), timeout=400)
         assert code == 0, out[-4000:]
     # A repo of the same owner that is no run: not listed (no `runspec` tag).
@@ -39,13 +46,20 @@ def test_status_hub_lists_two_finished_runs_and_a_second_call_downloads_nothing(
     # The watcher (issue 22) ended fleet-b's box: its lease says so beside the record.
     from huggingface_hub import HfApi
 
-    lease = {"vouched_until": "2026-01-01T00:00:00Z",
-             "ended_by": {"by": "watch", "reason": "lease expired at 2026-01-01T00:05:00Z",
-                          "action": "stop", "at": "2026-01-01T00:06:00Z"}}  # fmt: skip
+    lease = {
+        "vouched_until": "2026-01-01T00:00:00Z",
+        "ended_by": {
+            "by": "watch",
+            "reason": "lease expired at 2026-01-01T00:05:00Z",
+            "action": "stop",
+            "at": "2026-01-01T00:06:00Z",
+        },
+    }
     HfApi().upload_file(
-        path_or_fileobj=json.dumps(lease).encode(), path_in_repo="runspec/lease.json",
+        path_or_fileobj=json.dumps(lease).encode(),
+        path_in_repo="runspec/lease.json",
         repo_id="me/fleet-b",
-    )  # fmt: skip
+    )
     env = {**hub_env, "XDG_CACHE_HOME": str(tmp_path / "laptop-cache")}
 
     before = hub_server.count("resolve")
@@ -55,6 +69,8 @@ def test_status_hub_lists_two_finished_runs_and_a_second_call_downloads_nothing(
     assert set(rows) == {"me/fleet-a", "me/fleet-b"}, rows
     for repo, row in rows.items():
         assert row["state"] == "completed" and row["epoch"] == 1, row
+        # The receipt the final push left says what the run was billed.
+        assert row["billed_usd"] is not None and row["billed_usd"] > 0, row
         assert row["last_push"]["final"] is True, row
         assert row["commit"] == hub_server.repo(repo).sha and row["cached"] is False
     assert rows["me/fleet-b"]["stopped_by_watch"].startswith("lease expired")
@@ -100,3 +116,34 @@ def test_one_hostile_record_is_one_unreadable_row_and_every_other_run_is_listed(
     assert "\x1b" not in shown.stdout and "training\\x1b[2J" in shown.stdout
     rows = {row["repo"]: row for row in json.loads(_status(env, "--json").stdout)}
     assert rows["me/typed"]["state"] == "unreadable record" and rows["me/typed"]["epoch"] is None
+
+
+def test_a_row_names_the_commit_its_spec_came_from_and_what_it_was_billed() -> None:
+    from runspec.views.hubfleet import lines, row
+
+    commit = "a" * 40
+    data = {
+        "record": {
+            "name": "r",
+            "status": "finished",
+            "termination": "completed",
+            "epoch": 3,
+            "total_epochs": 3,
+            "cost": {"usd": 1.0},
+        },
+        "provenance": {"via": "follow", "git": {"commit": commit, "path": "specs/r.yaml"}},
+        "receipt": {"billed": {"usd": 1.25}},
+    }
+    shown = row("me/r", "b" * 40, data, 0.0, False)
+    assert shown["source"] == {"commit": commit, "path": "specs/r.yaml"}
+    assert shown["billed_usd"] == 1.25
+    assert "$1.25  from specs/r.yaml@aaaaaaaaaaaa" in lines("me", [shown])[1]
+    # What no runspec wrote is shown as nothing, never trusted.
+    hostile = {
+        **data,
+        "provenance": {"git": {"commit": "\x1b[2J", "path": "x"}},
+        "receipt": {"billed": {"usd": float("nan")}},
+    }
+    shown = row("me/r", "b" * 40, hostile, 0.0, False)
+    assert shown["source"] is None and shown["billed_usd"] is None
+    assert "$1.00" in lines("me", [shown])[1]  # the record's own cost, then

@@ -5,8 +5,10 @@ Every run's repo carries the `runspec` tag from its first push (its first card) 
 (`runspec/record.json`, with every push). The listing is one `list_models(author=ORG,
 filter="runspec")` with each repo's head commit; each record is then read at that commit and
 kept in the user's cache under the commit's sha, so a repo that did not change costs no
-download. A watcher's lease beside it (`runspec/lease.json`, issue 22's `runspec watch`) says
-when a box was stopped by the watch, and why.
+download. The pushed provenance says which commit of which spec the run came from, and the
+receipt (after the final push) what it was billed. A watcher's lease beside it
+(`runspec/lease.json`, issue 22's `runspec watch`) says when a box was stopped by the watch,
+and why.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from runspec.errors import RunspecError
 from runspec.hubreach import endpoint_set
 from runspec.hubread import HostileFile, HubReadError, file_json, within
 from runspec.push.base import one_line
-from runspec.push.remote import LEASE, RECORD
+from runspec.push.remote import LEASE, PROVENANCE, RECEIPT, RECORD
 from runspec.store.atomic import write_json_atomic
 from runspec.views.hubfleet import TAG, row
 
@@ -42,7 +44,8 @@ def _read_at(repo: str, sha: str) -> dict[str, Any]:
     """The record and the lease of `repo` at commit `sha` (None where absent), each read by the
     one capped, strict reader of Hub files; a file it refuses is named under "unreadable"."""
     found: dict[str, Any] = {}
-    for key, path in (("record", RECORD), ("lease", LEASE)):
+    files = (("record", RECORD), ("lease", LEASE), ("provenance", PROVENANCE), ("receipt", RECEIPT))
+    for key, path in files:
         try:
             value = file_json(repo, path, sha)
         except HostileFile as exc:

@@ -4,6 +4,7 @@ its head commit (runspec.push.fleetread reads them), and the lines people see.""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -55,6 +56,29 @@ def _typed(record: Any) -> dict[str, Any] | None:
     return out
 
 
+_SHA = re.compile(r"[0-9a-f]{40}")
+
+
+def _source(provenance: Any) -> dict[str, str] | None:
+    """The spec's git commit and path, as the pushed provenance names them (each checked)."""
+    git = provenance.get("git") if isinstance(provenance, dict) else None
+    if not isinstance(git, dict):
+        return None
+    commit, path = git.get("commit"), _text(git.get("path"))
+    if not isinstance(commit, str) or not _SHA.fullmatch(commit) or path is None:
+        return None
+    return {"commit": commit, "path": path}
+
+
+def _billed(receipt: Any) -> float | None:
+    """What the receipt says the run was billed, in USD."""
+    billed = receipt.get("billed") if isinstance(receipt, dict) else None
+    usd = billed.get("usd") if isinstance(billed, dict) else None
+    if not isinstance(usd, int | float) or isinstance(usd, bool):
+        return None
+    return float(usd) if math.isfinite(usd) and usd >= 0 else None
+
+
 def row(repo: str, sha: str, data: dict[str, Any], now: float, hit: bool) -> dict[str, Any]:
     raw = data.get("record")
     record = _typed(raw) if raw is not None else {}
@@ -84,6 +108,8 @@ def row(repo: str, sha: str, data: dict[str, Any], now: float, hit: bool) -> dic
         "last_push": record.get("push"),
         "budget_left_s": None if left is None else round(left, 1),
         "cost_usd": record.get("cost_usd"),
+        "source": _source(data.get("provenance")),
+        "billed_usd": _billed(data.get("receipt")),
         "stopped_by_watch": None if ended is None else str(ended.get("reason", ""))[:256],
         "vouched_until": _text(vouched),
         "cached": hit,
@@ -101,8 +127,11 @@ def lines(org: str, rows: list[dict[str, Any]]) -> list[str]:
         pushed = f"pushed epoch {push.get('epoch')} at {push.get('time')}" if push else "no push"
         left = row["budget_left_s"]
         budget = f"budget left {human_duration(max(left, 0.0))}" if left is not None else ""
-        cost = f"${row['cost_usd']:.2f}" if row["cost_usd"] is not None else ""
+        usd = row["billed_usd"] if row.get("billed_usd") is not None else row["cost_usd"]
+        cost = f"${usd:.2f}" if usd is not None else ""
+        came = row.get("source")
+        source = f"from {came['path']}@{came['commit'][:12]}" if came else ""
         watch = f"stopped by watch: {row['stopped_by_watch']}" if row["stopped_by_watch"] else ""
-        parts = [row["repo"], row["state"], epoch, pushed, budget, cost, watch]
+        parts = [row["repo"], row["state"], epoch, pushed, budget, cost, source, watch]
         out.append(printable("  ".join(p for p in parts if p)))
     return out
