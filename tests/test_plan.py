@@ -4,8 +4,12 @@ fit, the finish, and its problems, for a pull request, in text, JSON and markdow
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -148,3 +152,37 @@ def test_plan_refuses_what_it_cannot_read(tmp_path: Path) -> None:
     assert "no such file or folder" in out.stdout
     bad = runspec_cli("plan", str(_write(tmp_path, "good")), "--epoch-time", "90")
     assert bad.returncode == 2 and "--epoch-time" in bad.stderr
+
+
+def test_plan_takes_the_epoch_time_earlier_runs_measured_from_their_receipts(
+    tmp_path: Path, hub_server: Any, hub_env: dict[str, str]
+) -> None:
+    """`--hub ORG`: the median epoch of the org's finished runs of the same model, image size
+    and batch (their receipts); another model's, and what no runspec wrote, count for nothing."""
+    card = b"---\ntags:\n- runspec\n---\n"
+
+    def finished(repo: str, training: object) -> None:
+        hub_server.put_file(repo, "README.md", card, repo_type="model")
+        receipt = json.dumps({"schema": 1, "training": training}).encode()
+        hub_server.put_file(repo, "runspec/receipt.json", receipt, repo_type="model")
+
+    same = {"model": "yolo9-t", "imgsz": 640, "batch": 16, "gpu": "NVIDIA H100 80GB HBM3"}
+    finished("me/a", {**same, "epoch_seconds": 100.0})
+    finished("me/b", {**same, "epoch_seconds": 200.0})
+    finished("me/c", {**same, "model": "yolo9-s", "epoch_seconds": 999.0})
+    finished("me/d", {**same, "epoch_seconds": "fast"})
+    spec = _write(tmp_path, "good", wall="2h", provider="vast")
+    out = subprocess.run(
+        [sys.executable, "-m", "runspec", "plan", str(spec), "--hub", "me", "--json"],
+        env={**os.environ, **hub_env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    (entry,) = json.loads(out.stdout)
+    epochs = entry["epochs"]
+    assert epochs["epoch_seconds"] == 150.0
+    assert epochs["from"].startswith("the median of 2 earlier runs at the Hub")
+    assert epochs["fit"] == epochs_in(load_spec(spec), 150.0, 2 * 3600)

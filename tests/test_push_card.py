@@ -77,6 +77,8 @@ def test_a_card_goes_out_after_the_verified_weights(
         assert hashlib.sha256(held).hexdigest() == weight["sha256"], weight["path"]
     assert {"weights/last.pt", "weights/best.pt"} <= {w["path"] for w in receipt["weights"]}
     assert receipt["epoch"] == 1 and receipt["finish"]["action"] == "none"
+    # What a later `runspec plan --hub` plans with: what trained, and an epoch's time.
+    assert receipt["training"]["model"] == "yolo9-t" and receipt["training"]["epoch_seconds"] > 0
 
 
 def test_a_run_that_made_no_weights_creates_no_repo_and_no_card(

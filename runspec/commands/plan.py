@@ -42,6 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="one epoch's measured time (e.g. 90s): how many of train.epochs fit",
     )
     parser.add_argument(
+        "--hub",
+        metavar="ORG",
+        default=None,
+        help="plan epochs from the epoch times ORG's finished runs measured (their receipts)",
+    )
+    parser.add_argument(
         "--format",
         choices=("text", "json", "markdown"),
         default="text",
@@ -81,17 +87,19 @@ def _finish(spec: Spec, provider: str | None) -> dict[str, Any]:
     }
 
 
-def _epochs(spec: Spec, epoch_s: float | None) -> dict[str, Any] | None:
+def _epochs(spec: Spec, epoch_s: float | None, came: str) -> dict[str, Any] | None:
     from runspec.budgetfit import epochs_in
 
     if epoch_s is None:
         return None
     fit = epochs_in(spec, epoch_s, spec.budget.wall_clock)
-    return {"of": spec.train.epochs, "fit": max(0, fit), "epoch_seconds": epoch_s}
+    return {"of": spec.train.epochs, "fit": max(0, fit), "epoch_seconds": epoch_s, "from": came}
 
 
-def plan_spec(spec: Spec, provider: str | None, epoch_s: float | None) -> dict[str, Any]:
-    """The plan of one valid spec, as `--json` gives it."""
+def plan_spec(
+    spec: Spec, provider: str | None, epoch_s: float | None, came: str = "--epoch-time"
+) -> dict[str, Any]:
+    """The plan of one valid spec, as `--json` gives it; `came`: where `epoch_s` is from."""
     from runspec.billing import bill, unrounded
 
     named = provider or (None if spec.finish.provider == "auto" else spec.finish.provider)
@@ -111,12 +119,27 @@ def plan_spec(spec: Spec, provider: str | None, epoch_s: float | None) -> dict[s
         "hourly_cost": hourly,
         "worst_case_cost": worst,
         "advice": advice,
-        "epochs": _epochs(spec, epoch_s),
+        "epochs": _epochs(spec, epoch_s, came),
         "finish": _finish(spec, named),
     }
 
 
-def _entries(args: argparse.Namespace, epoch_s: float | None) -> tuple[list[dict[str, Any]], int]:
+def _epoch_time(spec: Spec, epoch_s: float | None, runs: list[Any]) -> tuple[float | None, str]:
+    """--epoch-time, else the median of the org's runs of the same model, size, batch, GPU."""
+    from runspec.push.measured import epoch_time
+
+    if epoch_s is not None or not runs:
+        return epoch_s, "--epoch-time"
+    found = epoch_time(spec, runs)
+    if found is None:
+        return None, ""
+    median, repos = found
+    return median, f"the median of {len(repos)} earlier runs at the Hub ({', '.join(repos[:3])})"
+
+
+def _entries(
+    args: argparse.Namespace, epoch_s: float | None, runs: list[Any]
+) -> tuple[list[dict[str, Any]], int]:
     """(an entry per spec file, how many paths could not be read)."""
     from runspec.commands.validate import _not_a_spec, spec_files
     from runspec.errors import RunspecError, SpecInvalid
@@ -147,7 +170,8 @@ def _entries(args: argparse.Namespace, epoch_s: float | None) -> tuple[list[dict
             entry["valid"] = spec is not None
             entry["problems"] = [p.as_dict() for p in problems]
             if spec is not None:
-                entry.update(plan_spec(spec, args.provider, epoch_s))
+                seconds, came = _epoch_time(spec, epoch_s, runs)
+                entry.update(plan_spec(spec, args.provider, seconds, came))
             entries.append(entry)
     return entries, unreadable
 
@@ -163,7 +187,12 @@ def run(args: argparse.Namespace) -> Outcome:
             epoch_s = parse_duration(args.epoch_time)
         except ValueError as exc:
             raise UsageError(f"--epoch-time: {exc}") from exc
-    entries, unreadable = _entries(args, epoch_s)
+    runs: list[Any] = []
+    if args.hub:
+        from runspec.push.measured import measured
+
+        runs = measured(args.hub)
+    entries, unreadable = _entries(args, epoch_s, runs)
     if args.format == "json":
         print_json(entries)
     else:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ from runspec.spec.provenance import public
 from runspec.store.atomic import write_text
 from runspec.store.paths import RunPaths
 from runspec.store.state import RunRecord
+from runspec.trainer.control import read_epoch_marker
 from runspec.voice import warning
 
 RECEIPT_SCHEMA = 1
@@ -95,6 +98,41 @@ def source(paths: RunPaths) -> dict[str, Any]:
     return out
 
 
+def gpu_name() -> str | None:
+    """The first card's name as nvidia-smi says it (None without one): what a later plan
+    matches a measured epoch by."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    first = out.stdout.strip().splitlines()[:1]
+    return first[0].strip()[:100] if out.returncode == 0 and first else None
+
+
+def training(spec: Spec, paths: RunPaths) -> dict[str, Any]:
+    """What trained and how long an epoch took: `runspec plan --hub` reads it back to say how
+    many epochs a new spec of the same model, size, batch and GPU will fit."""
+    marker = read_epoch_marker(paths.control_dir)
+    return {
+        "model": spec.train.model,
+        "imgsz": list(spec.train.imgsz)
+        if isinstance(spec.train.imgsz, tuple)
+        else spec.train.imgsz,
+        "batch": spec.train.batch,
+        "device": spec.train.device,
+        "gpu": gpu_name(),
+        "epoch_seconds": marker.epoch_seconds if marker is not None else None,
+    }
+
+
 def build(
     spec: Spec,
     paths: RunPaths,
@@ -128,6 +166,7 @@ def build(
             {"path": e.path, "sha256": e.sha256, "size": e.size, "epoch": e.epoch} for e in weights
         ],
         "read_back": pushed.read_back,
+        "training": training(spec, paths),
         "epoch": pushed.epoch,
         "budget": {
             "started_at": start,

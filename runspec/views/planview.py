@@ -37,9 +37,10 @@ def _epoch_words(epochs: dict[str, Any] | None) -> str | None:
     if epochs is None:
         return None
     each = human_duration(epochs["epoch_seconds"])
+    came = f" ({epochs['from']})" if epochs.get("from", "--epoch-time") != "--epoch-time" else ""
     if epochs["fit"] >= epochs["of"]:
-        return f"all {epochs['of']} epochs fit at {each} an epoch"
-    return f"about {epochs['fit']} of your {epochs['of']} epochs fit at {each} an epoch"
+        return f"all {epochs['of']} epochs fit at {each} an epoch{came}"
+    return f"about {epochs['fit']} of your {epochs['of']} epochs fit at {each} an epoch{came}"
 
 
 def _problem(p: dict[str, Any]) -> str:
