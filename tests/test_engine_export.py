@@ -126,6 +126,25 @@ def test_dstack_task_passes_dstack_and_covers_budget_and_final_push(tmp_path: Pa
     _no_secrets_or_paths(out, tmp_path)
 
 
+def test_dstack_runs_the_spec_byte_for_byte_whatever_dollars_it_holds(tmp_path: Path) -> None:
+    # dstack's server turns `$$` into `$` and reads `${{ ... }}` in every env value
+    # (dstackai/dstack src/dstack/_internal/utils/interpolator.py, VariablesInterpolator, called
+    # on each env value by interpolate_job_spec_secrets): the validator applies it, as the
+    # server does, before it hashes the spec the job would get.
+    text = SPEC.replace(
+        "name: sweep-a.1\n",
+        "name: sweep-a.1\ndescription: 'costs $$5 an hour, $HOME, ${{ not.dstacks }} $'\n",
+    )
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(text, encoding="utf-8")
+    out = tmp_path / "dstack.yaml"
+    result = _export(spec, "--to", "dstack", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    checked = validate("dstack", out)
+    assert checked.returncode == 0, checked.stderr[-3000:]
+    assert checked.stdout.split()[2] == hashlib.sha256(text.encode()).hexdigest()
+
+
 def test_a_stopped_machine_on_runpod_is_refused_though_skypilot_accepts_it(
     tmp_path: Path,
 ) -> None:

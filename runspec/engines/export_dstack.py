@@ -3,9 +3,10 @@
 dstack's `max_duration` sends SIGINT when it is reached and kills 10 s later: it is set past
 runspec's own deadline (setup + wall_clock), so runspec has ended the run and verified its
 push before it comes; `stop_duration` covers the final push (the overrun) should it come.
-dstack's `retry` cannot tell exit codes apart, so it retries only what the machine did
-(`interruption`, `no-capacity`), never the run's own errors; and never past the budget, which
-a fresh machine could not use.
+The carried spec's every `$` is doubled (`escaped`): dstack's server un-doubles them, and the
+job gets the file byte for byte. dstack's `retry` cannot tell exit codes apart, so it retries
+only what the machine did (`interruption`, `no-capacity`), never the run's own errors; and never
+past the budget, which a fresh machine could not use.
 """
 
 from __future__ import annotations
@@ -36,13 +37,20 @@ def run_name(name: str) -> str:
     return cleaned[:41]
 
 
+def escaped(value: str) -> str:
+    """`value` as an env value dstack's server hands the job unchanged. Its VariablesInterpolator
+    (src/dstack/_internal/utils/interpolator.py, run on every env value by
+    server/services/jobs/__init__.py's interpolate_job_spec_secrets) turns `$$` into `$` and
+    reads `${{ ... }}` as its own variable: with every `$` doubled, each `$` it finds starts a
+    `$$`, so it gives back the text byte for byte (the spec's sha256 stays the file's)."""
+    return value.replace("$", "$$")
+
+
 def dstack_task(plan: JobPlan) -> dict[str, Any]:
     """The task as dstack's YAML holds it. Raises EngineMisfit for what dstack's own
     validator lets through."""
     spec = plan.spec
     reasons = misfits(spec)
-    if "${{" in spec.text:
-        reasons.append("the spec holds '${{', which dstack would read as one of its own variables")
     if spec.finish.action == FinishAction.STOP:
         reasons.append(
             "finish action stop keeps a stopped machine, which dstack never does (it "
@@ -62,7 +70,7 @@ def dstack_task(plan: JobPlan) -> dict[str, Any]:
         "python": "3.11",
         "env": {
             TOKEN_VARIABLE: "${{ secrets." + SECRET_NAME + " }}",
-            SPEC_VARIABLE: spec.text,
+            SPEC_VARIABLE: escaped(spec.text),
         },
         "commands": [plan.install_line(), *plan.run_lines()],
         "spot_policy": "spot" if spec.resources.spot else "on-demand",
