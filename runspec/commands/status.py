@@ -10,7 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from runspec.commands import add_format, add_name, add_state, print_json, state_dir
+from runspec.commands import (
+    add_format,
+    add_name,
+    add_state,
+    print_json,
+    readable_state,
+)
 from runspec.errors import Outcome
 
 WATCH_EVERY = 2.0
@@ -86,7 +92,7 @@ def run(args: argparse.Namespace) -> Outcome:
 
     if args.hub:
         return _hub(args)
-    state = state_dir(args)
+    state = readable_state(args, "status")
     inbox = _inbox(args, state)
     store = RecordStore(state)
     while True:
