@@ -100,7 +100,7 @@ def test_skypilot_task_passes_skypilot_and_asks_what_the_issue_says(tmp_path: Pa
     assert resources["job_recovery"] == {"max_restarts_on_errors": 0, "recover_on_exit_codes": [75]}
     assert task["secrets"] == {"HF_TOKEN": None}
     assert task["setup"] == f"pip install --quiet '{INSTALL}'\n"
-    assert "exec runspec run runspec-spec.yaml" in task["run"]
+    assert "exec runspec run runspec-spec.yaml --engine skypilot" in task["run"]
     _carried(task["envs"]["RUNSPEC_SPEC_YAML"])
     _no_secrets_or_paths(out, tmp_path)
 
@@ -121,7 +121,7 @@ def test_dstack_task_passes_dstack_and_covers_budget_and_final_push(tmp_path: Pa
     assert task["stop_criteria"] == "master-done"
     assert task["retry"]["on_events"] == ["interruption", "no-capacity"]
     assert task["env"]["HF_TOKEN"] == "${{ secrets.hf_token }}"
-    assert task["commands"][-1] == "exec runspec run runspec-spec.yaml"
+    assert task["commands"][-1] == "exec runspec run runspec-spec.yaml --engine dstack"
     _carried(task["env"]["RUNSPEC_SPEC_YAML"])
     _no_secrets_or_paths(out, tmp_path)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,9 @@ from pathlib import Path
 import pytest
 from huggingface_hub import HfApi
 
+from runspec.cli import build_parser
 from runspec.engines.hfjobs import TORCH_VERSION
+from runspec.engines.onbox import Engine, detect
 from tests.hubserver import HubServer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -72,7 +75,7 @@ def test_the_job_asks_for_the_flavor_a_timeout_past_the_budget_and_the_token_as_
     assert request["command"][:2] == ["bash", "-c"]
     script = request["command"][2]
     assert script.startswith(f"pip install --quiet '{INSTALL}' && ")
-    assert script.endswith("exec runspec run runspec-spec.yaml")
+    assert script.endswith("exec runspec run runspec-spec.yaml --engine hf-jobs")
     assert TORCH_VERSION in request["dockerImage"]
     assert request["labels"] == {"runspec": "hf-run-1", "name": "hf-run-1"}
     # It says the job and how to follow it; the job is there for the real client.
@@ -82,6 +85,24 @@ def test_the_job_asks_for_the_flavor_a_timeout_past_the_budget_and_the_token_as_
     assert hub_token not in result.stdout + result.stderr
     api = HfApi(endpoint=hub_server.url, token=hub_token)
     assert api.inspect_job(job_id=job_id, namespace="my-org").status.stage == "RUNNING"
+
+
+def test_the_job_knows_it_runs_under_hf_jobs_so_a_second_attempt_resumes(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str]
+) -> None:
+    # Issue 36: HF Jobs sets no variable runspec can recognise (runspec.engines.onbox), so a
+    # job that did not name its engine ran its second attempt as a fresh run: a new budget,
+    # training from epoch 1, the record overwritten, and a finish: preflight on every attempt.
+    result = _launch(tmp_path, hub_env, "--namespace", "my-org")
+    assert result.returncode == 0, result.stderr
+    [request] = hub_server.jobs.requests
+    script = shlex.split(request["command"][2])
+    run = script[script.index("exec") + 1 :]
+    assert run[:2] == ["runspec", "run"]
+    args = build_parser().parse_args(run[1:])
+    # Nothing of the engine's in the job's environment: the command line alone names it.
+    engine = detect(request["environment"], args.engine)
+    assert engine is not None and engine.engine is Engine.HF_JOBS
 
 
 def test_the_stand_in_answers_the_real_client_as_hf_jobs_does(

@@ -72,7 +72,7 @@ def dstack_task(plan: JobPlan) -> dict[str, Any]:
             TOKEN_VARIABLE: "${{ secrets." + SECRET_NAME + " }}",
             SPEC_VARIABLE: escaped(spec.text),
         },
-        "commands": [plan.install_line(), *plan.run_lines()],
+        "commands": [plan.install_line(), *plan.run_lines("dstack")],
         "spot_policy": "spot" if spec.resources.spot else "on-demand",
         "max_duration": duration_text(plan.budget_seconds),
         "stop_duration": duration_text(spec.budget.overrun),

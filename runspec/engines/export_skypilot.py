@@ -73,7 +73,7 @@ def skypilot_task(plan: JobPlan, infra: str | None = None) -> dict[str, Any]:
         # and SkyPilot keeps it out of its logs and its dashboard.
         "secrets": {TOKEN_VARIABLE: None},
         "setup": plan.install_line() + "\n",
-        "run": "\n".join(plan.run_lines()) + "\n",
+        "run": "\n".join(plan.run_lines("skypilot")) + "\n",
     }
 
 

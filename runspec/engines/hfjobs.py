@@ -168,7 +168,7 @@ def job_request(
     assert token is not None
     # HF stores a job's name as a tag, which takes letters, digits, - and _ only.
     label = re.sub(r"[^A-Za-z0-9_-]", "-", spec.name)
-    script = " && ".join([plan.install_line(), *plan.run_lines()])
+    script = " && ".join([plan.install_line(), *plan.run_lines("hf-jobs")])
     return JobRequest(
         image=image,
         command=["bash", "-c", script],

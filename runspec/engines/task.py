@@ -62,12 +62,14 @@ class JobPlan:
     def install_line(self) -> str:
         return f"pip install --quiet {shell_word(self.install)}"
 
-    def run_lines(self) -> list[str]:
+    def run_lines(self, engine: str) -> list[str]:
         """Writes the carried spec back byte for byte, then hands the process to runspec (exec:
-        the engine's SIGINT or SIGTERM reaches runspec itself, not a shell)."""
+        the engine's SIGINT or SIGTERM reaches runspec itself, not a shell). `--engine` names
+        the engine: HF Jobs sets no variable runspec could recognise it by, and a job that did
+        not say so would run each retry as a fresh run with a fresh budget."""
         return [
             f"printf '%s' \"${SPEC_VARIABLE}\" > {SPEC_FILE}",
-            f"exec runspec run {SPEC_FILE}",
+            f"exec runspec run {SPEC_FILE} --engine {engine}",
         ]
 
 
