@@ -9,6 +9,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from huggingface_hub import HfApi
@@ -19,7 +20,8 @@ from runspec.engines.onbox import Engine, detect
 from tests.hubserver import HubServer
 
 REPO = Path(__file__).resolve().parent.parent
-INSTALL = "runspec[train] @ git+https://example.org/runspec@v0.1.0"
+# An https archive: HF's default image (pytorch/pytorch:*-runtime) has no git.
+INSTALL = "runspec[train] @ https://example.org/runspec/archive/v0.1.0.tar.gz"
 
 SPEC = """\
 runspec: 1
@@ -32,13 +34,62 @@ train:
   epochs: 50
   batch: 64
 resources:
-  gpus: "H100:8"
+  gpus: "A100-80GB:8"
 push:
   hub: {repo: my-org/run}
 budget:
   wall_clock: 2h
   overrun: 20m
 """
+
+
+def _gpu(name: str, model: str, count: int, vram_gb: int, micro: int) -> dict[str, Any]:
+    """One flavor as HF's /api/jobs/hardware answers it (huggingface_hub's JobHardwareInfo and
+    JobAccelerator read these keys; `vram` is the flavor's total, as JobAccelerator's docstring
+    says), under a name huggingface_hub's JobHardware enum lists."""
+    return {
+        "name": name,
+        "prettyName": f"{count}x Nvidia {model}",
+        "cpu": "8 vCPU",
+        "ram": "32 GB",
+        "ephemeralStorage": "1000 GB" if count == 8 else "200 GB",
+        "accelerator": {
+            "type": "gpu",
+            "model": model,
+            "quantity": str(count),
+            "vram": f"{vram_gb * count} GB",
+            "manufacturer": "Nvidia",
+        },
+        "unitCostMicroUSD": micro,
+        "unitCostUSD": micro / 1e6,
+        "unitLabel": "minute",
+    }
+
+
+# HF's flavors as its listing has them, cheapest first: no H100 (HF rents none), A100s with
+# 80 GB each. Set here rather than read from the stand-in's default listing, so these tests say
+# which listing they judge against.
+HF_LISTING: list[dict[str, Any]] = [
+    {
+        "name": "cpu-basic",
+        "prettyName": "CPU Basic",
+        "cpu": "2 vCPU",
+        "ram": "16 GB",
+        "ephemeralStorage": "50 GB",
+        "unitCostMicroUSD": 167,
+        "unitCostUSD": 0.000167,
+        "unitLabel": "minute",
+    },
+    _gpu("a10g-small", "A10G", 1, 24, 16667),
+    _gpu("a100-large", "A100", 1, 80, 41667),
+    _gpu("a100x4", "A100", 4, 80, 166667),
+    _gpu("a100x8", "A100", 8, 80, 333333),
+]
+
+
+@pytest.fixture(autouse=True)
+def _hf_listing(hub_server: HubServer) -> None:
+    hub_server.jobs.hardware = [dict(item) for item in HF_LISTING]
 
 
 def _launch(
@@ -64,7 +115,7 @@ def test_the_job_asks_for_the_flavor_a_timeout_past_the_budget_and_the_token_as_
     assert result.returncode == 0, result.stderr
     [request] = hub_server.jobs.requests
     # No --flavor: the one whose GPUs are resources.gpus', from the hardware listing.
-    assert request["flavor"] == "h100x8"
+    assert request["flavor"] == "a100x8"
     # HF's default (30 min) would cut a 2 h run; the timeout covers install + budget + overrun.
     assert request["timeoutSeconds"] == (15 + 120 + 20) * 60
     assert request["attempts"] == 2
@@ -137,11 +188,11 @@ def test_without_namespace_it_bills_the_token_owner(
     [
         (
             ("--flavor", "a10g-small"),
-            "flavor a10g-small has 1 x A10G, not the resources.gpus H100:8",
+            "flavor a10g-small has 1 x A10G, not the resources.gpus A100-80GB:8",
         ),
         (
             ("--flavor", "h900"),
-            "no flavor 'h900'; HF Jobs has: a10g-small, cpu-basic, h100, h100x8",
+            "no flavor 'h900'; HF Jobs has: a100-large, a100x4, a100x8, a10g-small, cpu-basic",
         ),
     ],
 )
@@ -161,16 +212,16 @@ def test_an_unreadable_listing_takes_the_flavor_named_and_asks_for_one_otherwise
     unnamed = _launch(tmp_path, hub_env, "--namespace", "my-org")
     assert unnamed.returncode == 2
     assert "name the flavor with --flavor" in unnamed.stderr
-    named = _launch(tmp_path, hub_env, "--namespace", "my-org", "--flavor", "h100x8")
+    named = _launch(tmp_path, hub_env, "--namespace", "my-org", "--flavor", "a100x8")
     assert named.returncode == 0, named.stderr
-    assert [r["flavor"] for r in hub_server.jobs.requests] == ["h100x8"]
+    assert [r["flavor"] for r in hub_server.jobs.requests] == ["a100x8"]
 
 
 def test_what_hf_jobs_cannot_rent_is_refused(
     tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str]
 ) -> None:
-    text = SPEC.replace('  gpus: "H100:8"\n', '  gpus: "H100:8"\n  nodes: 2\n  spot: true\n')
-    result = _launch(tmp_path, hub_env, "--namespace", "my-org", "--flavor", "h100x8", text=text)
+    text = SPEC.replace('gpus: "A100-80GB:8"\n', 'gpus: "A100-80GB:8"\n  nodes: 2\n  spot: true\n')
+    result = _launch(tmp_path, hub_env, "--namespace", "my-org", "--flavor", "a100x8", text=text)
     assert result.returncode == 2
     assert "resources.nodes must be 1" in result.stderr
     assert "HF Jobs rents no spot machines" in result.stderr
@@ -187,7 +238,7 @@ def test_an_unreachable_hub_is_said_so_and_nothing_is_launched(
     tmp_path: Path, hub_env: dict[str, str]
 ) -> None:
     closed = {**hub_env, "HF_ENDPOINT": "http://127.0.0.1:9"}
-    result = _launch(tmp_path, closed, "--namespace", "my-org", "--flavor", "h100x8")
+    result = _launch(tmp_path, closed, "--namespace", "my-org", "--flavor", "a100x8")
     assert result.returncode == 1
     assert "HF Jobs did not take the job: cannot reach the Hub at http://127.0.0.1:9" in (
         result.stderr
@@ -207,8 +258,74 @@ def test_attempts_are_a_small_positive_number(
 def test_a_disk_larger_than_the_flavor_holds_is_refused(
     tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str]
 ) -> None:
-    text = SPEC.replace('  gpus: "H100:8"\n', '  gpus: "H100:8"\n  disk: 2TB\n')
+    text = SPEC.replace('  gpus: "A100-80GB:8"\n', '  gpus: "A100-80GB:8"\n  disk: 2TB\n')
     result = _launch(tmp_path, hub_env, "--namespace", "my-org", text=text)
     assert result.returncode == 2
-    assert "flavor h100x8 has 1000 GB of disk; resources.disk asks for 2000 GB" in result.stderr
+    assert "flavor a100x8 has 1000 GB of disk; resources.disk asks for 2000 GB" in result.stderr
     assert hub_server.jobs.requests == []
+
+
+@pytest.mark.parametrize(
+    ("gpus", "flavor"),
+    [
+        ("A100-80GB:8", "a100x8"),
+        ("A100:4", "a100x4"),
+        ("a100-80gb", "a100-large"),
+        ("A10G:1", "a10g-small"),
+    ],
+)
+def test_accelerator_names_match_hfs_the_way_people_write_them(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str], gpus: str, flavor: str
+) -> None:
+    # SkyPilot's names (A100-80GB, the memory in the name) against HF's listing (model A100,
+    # its memory in vram): issue 36 found A100-80GB never matched.
+    text = SPEC.replace('gpus: "A100-80GB:8"', f'gpus: "{gpus}"').replace("batch: 64", "batch: 8")
+    result = _launch(tmp_path, hub_env, "--namespace", "my-org", text=text)
+    assert result.returncode == 0, result.stderr
+    assert [r["flavor"] for r in hub_server.jobs.requests] == [flavor]
+
+
+@pytest.mark.parametrize(
+    ("gpus", "said"),
+    [
+        ("H100:8", "HF Jobs has no H100: its GPUs are A10G (1), A100 (1, 4, 8)"),
+        ("A100-40GB:1", "HF Jobs has no A100-40GB: its GPUs are A10G (1), A100 (1, 4, 8)"),
+        ("A100:2", "HF Jobs has A100 in flavors of 1, 4, 8, not 2"),
+    ],
+)
+def test_a_gpu_hf_does_not_rent_is_refused_with_what_it_has(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str], gpus: str, said: str
+) -> None:
+    text = SPEC.replace('gpus: "A100-80GB:8"', f'gpus: "{gpus}"').replace("batch: 64", "batch: 8")
+    result = _launch(tmp_path, hub_env, "--namespace", "my-org", text=text)
+    assert result.returncode == 2
+    assert said in result.stderr
+    assert hub_server.jobs.requests == []
+
+
+def test_a_github_git_install_becomes_an_archive_hfs_image_can_install(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str]
+) -> None:
+    # pytorch/pytorch's runtime images carry no git: pip cannot fetch a git+https reference.
+    git = "runspec[train] @ git+https://github.com/my-org/runspec.git@v0.1.0"
+    result = _launch(tmp_path, hub_env, "--namespace", "my-org", "--install", git)
+    assert result.returncode == 0, result.stderr
+    [request] = hub_server.jobs.requests
+    archive = "runspec[train] @ https://github.com/my-org/runspec/archive/v0.1.0.tar.gz"
+    assert request["command"][2].startswith(f"pip install --quiet '{archive}' && ")
+    assert "git+" not in request["command"][2]
+
+
+def test_another_git_install_is_refused_on_hfs_image_and_kept_on_one_with_git(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str]
+) -> None:
+    git = "runspec[train] @ git+https://git.example.org/runspec@v0.1.0"
+    refused = _launch(tmp_path, hub_env, "--namespace", "my-org", "--install", git)
+    assert refused.returncode == 2
+    assert "has no git" in refused.stderr and "archive" in refused.stderr
+    assert hub_server.jobs.requests == []
+    kept = _launch(
+        tmp_path, hub_env, "--namespace", "my-org", "--install", git, "--image", "python:3.12"
+    )
+    assert kept.returncode == 0, kept.stderr
+    assert hub_server.jobs.requests[0]["command"][2].startswith(f"pip install --quiet '{git}'")
