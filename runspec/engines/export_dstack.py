@@ -1,8 +1,11 @@
 """A spec as a dstack task (`dstack apply -f FILE`, after `dstack secret set hf_token ...`).
 
-dstack's `max_duration` sends SIGINT when it is reached and kills 10 s later: it is set past
-runspec's own deadline (setup + wall_clock), so runspec has ended the run and verified its
-push before it comes; `stop_duration` covers the final push (the overrun) should it come.
+dstack's `max_duration` sends SIGINT when it is reached and its runner kills 10 s later
+(runner/internal/runner/executor/executor.go: `killDelay: 10 * time.Second`, whatever
+`stop_duration` says): it is set past runspec's own end, the install time + wall_clock +
+overrun, so the final push in the overrun is never cut. Containers get 64 MiB of `/dev/shm`
+unless `resources.shm_size` asks for more (core/models/resources.py, ResourcesSpec): PyTorch's
+DataLoader workers and NCCL's SHM transport fail there, so the task asks for 2 GB a GPU.
 The carried spec's every `$` is doubled (`escaped`): dstack's server un-doubles them, and the
 job gets the file byte for byte. dstack's `retry` cannot tell exit codes apart, so it retries
 only what the machine did (`interruption`, `no-capacity`), never the run's own errors; and never
@@ -26,6 +29,8 @@ from runspec.engines.task import (
 from runspec.spec.model import FinishAction
 
 SECRET_NAME = "hf_token"
+SHM_GB_PER_GPU = 2
+SHM_GB_MIN = 8
 
 
 def run_name(name: str) -> str:
@@ -63,6 +68,7 @@ def dstack_task(plan: JobPlan) -> dict[str, Any]:
         resources["gpu"] = spec.resources.gpus
     if spec.resources.disk is not None:
         resources["disk"] = f"{math.ceil(spec.resources.disk / 1e9)}GB"
+    resources["shm_size"] = f"{max(SHM_GB_MIN, SHM_GB_PER_GPU * spec.resources.gpus_per_node)}GB"
     task: dict[str, Any] = {
         "type": "task",
         "name": run_name(spec.name),
@@ -74,7 +80,7 @@ def dstack_task(plan: JobPlan) -> dict[str, Any]:
         },
         "commands": [plan.install_line(), *plan.run_lines("dstack")],
         "spot_policy": "spot" if spec.resources.spot else "on-demand",
-        "max_duration": duration_text(plan.budget_seconds),
+        "max_duration": duration_text(plan.cap_seconds),
         "stop_duration": duration_text(spec.budget.overrun),
         "idle_duration": "0s",
         "retry": {
