@@ -236,3 +236,48 @@ def test_an_invalid_spec_is_reported_as_validate_reports_it(tmp_path: Path) -> N
     assert "/train/batch: batch 36 does not divide evenly across 16 GPUs on 2 nodes" in (
         result.stderr
     )
+
+
+NOTIFIED = SPEC + "notify:\n  - '${SLACK_URL}'\n  - 'tgram://${TG_BOT}/-100123'\n"
+PRIVATE = "runspec[train] @ git+https://${GH_TOKEN}@github.com/me/runspec@v0.1.0"
+
+
+@pytest.mark.parametrize("engine", ["skypilot", "dstack"])
+def test_every_secret_the_spec_and_the_install_name_travels_as_a_secret(
+    tmp_path: Path, engine: str
+) -> None:
+    # Issue 36: `${NAME}` in notify: reached no engine's job, whose preflight then exited 2
+    # after a paid install; nor did a token in a private repository's install URL.
+    out, task = _written(tmp_path, engine, NOTIFIED, "--install", PRIVATE)
+    checked = validate(engine, out)
+    assert checked.returncode == 0, checked.stderr[-3000:]
+    names = ["HF_TOKEN", "SLACK_URL", "TG_BOT", "GH_TOKEN"]
+    if engine == "skypilot":
+        assert task["secrets"] == dict.fromkeys(names)
+        install = task["setup"]
+    else:
+        env = task["env"]
+        assert {n: env[n] for n in names[1:]} == {n: "${{ secrets." + n + " }}" for n in names[1:]}
+        install = task["commands"][0]
+    assert "ghp_" not in out.read_text(encoding="utf-8")
+    # The shell on the engine's machine puts the token in the URL, and only there.
+    shown = subprocess.run(
+        ["bash", "-c", install.replace("pip install --quiet", "printf %s", 1)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"GH_TOKEN": "ghp_fromthesecret"},
+    ).stdout
+    assert shown == PRIVATE.replace("${GH_TOKEN}", "ghp_fromthesecret")
+
+
+def test_the_launch_hint_names_every_secret(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(NOTIFIED, encoding="utf-8")
+    result = _export(spec, "--to", "skypilot", "--json")
+    assert json.loads(result.stdout)["launch"] == (
+        "sky jobs launch FILE --secret HF_TOKEN --secret SLACK_URL --secret TG_BOT"
+    )
+    result = _export(spec, "--to", "dstack", "--json")
+    hint = json.loads(result.stdout)["launch"]
+    assert "dstack secret set SLACK_URL <value>" in hint and "dstack secret set TG_BOT" in hint

@@ -329,3 +329,21 @@ def test_another_git_install_is_refused_on_hfs_image_and_kept_on_one_with_git(
     )
     assert kept.returncode == 0, kept.stderr
     assert hub_server.jobs.requests[0]["command"][2].startswith(f"pip install --quiet '{git}'")
+
+
+def test_notify_secrets_go_to_the_job_as_secrets_or_it_is_refused(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str], hub_token: str
+) -> None:
+    # Issue 36: a `${NAME}` in notify: reached no job, whose preflight exited 2 after the
+    # install was paid for.
+    text = SPEC + "notify: ['${SLACK_URL}']\n"
+    missing = _launch(tmp_path, hub_env, "--namespace", "my-org", text=text)
+    assert missing.returncode == 2
+    assert "SLACK_URL is not set here" in missing.stderr
+    assert hub_server.jobs.requests == []
+    url = "https://hooks.slack.com/services/T0/B0/fromtheshell"
+    sent = _launch(tmp_path, {**hub_env, "SLACK_URL": url}, "--namespace", "my-org", text=text)
+    assert sent.returncode == 0, sent.stderr
+    [request] = hub_server.jobs.requests
+    assert request["secrets"] == {"HF_TOKEN": hub_token, "SLACK_URL": url}
+    assert url not in repr(request["environment"]) + repr(request["command"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from pathlib import Path
@@ -68,14 +69,15 @@ def run(args: argparse.Namespace) -> Outcome:
 
     plan = plan_from(args)
     spec = plan.spec
+    secrets = plan.secret_names()
     if args.to == "skypilot":
         task = export_skypilot.skypilot_task(plan, args.infra)
-        hint = export_skypilot.launch_hint
+        hint = functools.partial(export_skypilot.launch_hint, secrets=secrets)
     else:
         if args.infra:
             raise UsageError("--infra is SkyPilot's; dstack chooses by its own fleets")
         task = export_dstack.dstack_task(plan)
-        hint = export_dstack.launch_hint
+        hint = functools.partial(export_dstack.launch_hint, secrets=secrets)
     header = (
         f"Written by runspec export from the spec {spec.name} (sha256 {spec.sha256}).\n"
         "The engine owns the machines; runspec owns done: it exits 0 once the final push\n"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from runspec.engines.task import (
@@ -75,7 +76,10 @@ def dstack_task(plan: JobPlan) -> dict[str, Any]:
         "nodes": spec.resources.nodes,
         "python": "3.11",
         "env": {
-            TOKEN_VARIABLE: "${{ secrets." + SECRET_NAME + " }}",
+            TOKEN_VARIABLE: _secret(SECRET_NAME),
+            # Each `${NAME}` of the spec's notify: and of the install URL, from dstack's
+            # secret of the same name (`dstack secret set NAME ...`).
+            **{name: _secret(name) for name in plan.secret_names() if name != TOKEN_VARIABLE},
             SPEC_VARIABLE: escaped(spec.text),
         },
         "commands": [plan.install_line(), *plan.run_lines("dstack")],
@@ -96,5 +100,10 @@ def dstack_task(plan: JobPlan) -> dict[str, Any]:
     return task
 
 
-def launch_hint(path: str) -> str:
-    return f"dstack secret set {SECRET_NAME} <your Hub token>; dstack apply -f {path}"
+def _secret(name: str) -> str:
+    return "${{ secrets." + name + " }}"
+
+
+def launch_hint(path: str, secrets: Sequence[str] = (TOKEN_VARIABLE,)) -> str:
+    others = "".join(f"dstack secret set {n} <value>; " for n in secrets if n != TOKEN_VARIABLE)
+    return f"dstack secret set {SECRET_NAME} <your Hub token>; {others}dstack apply -f {path}"

@@ -10,6 +10,7 @@ preemption) and resumes from its Hub record there; any other failure stays faile
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from runspec.engines.task import (
@@ -70,12 +71,14 @@ def skypilot_task(plan: JobPlan, infra: str | None = None) -> dict[str, Any]:
         "resources": resources,
         "envs": {SPEC_VARIABLE: spec.text},
         # No value: `sky jobs launch --secret HF_TOKEN` reads it from the launching shell,
-        # and SkyPilot keeps it out of its logs and its dashboard.
-        "secrets": {TOKEN_VARIABLE: None},
+        # and SkyPilot keeps it out of its logs and its dashboard. So for each `${NAME}` of
+        # the spec's notify: and of the install URL.
+        "secrets": dict.fromkeys(plan.secret_names()),
         "setup": plan.install_line() + "\n",
         "run": "\n".join(plan.run_lines("skypilot")) + "\n",
     }
 
 
-def launch_hint(path: str) -> str:
-    return f"sky jobs launch {path} --secret {TOKEN_VARIABLE}"
+def launch_hint(path: str, secrets: Sequence[str] = (TOKEN_VARIABLE,)) -> str:
+    given = " ".join(f"--secret {name}" for name in secrets)
+    return f"sky jobs launch {path} {given}"

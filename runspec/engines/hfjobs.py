@@ -9,7 +9,9 @@ job); the job's `environment` is shown in its description, so it carries only th
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -214,7 +216,11 @@ def job_request(
     flavor: str,
     image: str = DEFAULT_IMAGE,
     attempts: int = DEFAULT_ATTEMPTS,
+    environ: Mapping[str, str] | None = None,
 ) -> JobRequest:
+    """`environ`: where each `${NAME}` of the spec's notify: and of the install URL is read,
+    to go to the job as a secret (default: this process's environment)."""
+    environ = os.environ if environ is None else environ
     spec = plan.spec
     reasons = misfits(spec)
     if spec.resources.nodes > 1:
@@ -229,6 +235,13 @@ def job_request(
             "no Hub token to give the job: log in (hf auth login) or set HF_TOKEN; it goes "
             "to the job as a secret"
         )
+    others = [name for name in plan.secret_names() if name != TOKEN_VARIABLE]
+    reasons += [
+        f"{name} is not set here: the spec's notify: or the install URL takes it as "
+        f"${{{name}}}, and it goes to the job as a secret; export {name}=..."
+        for name in others
+        if not environ.get(name)
+    ]
     install = gitless_install(plan.install, image)
     if install is None:
         reasons.append(
@@ -247,7 +260,7 @@ def job_request(
         image=image,
         command=["bash", "-c", script],
         env={SPEC_VARIABLE: spec.text},
-        secrets={TOKEN_VARIABLE: token},
+        secrets={TOKEN_VARIABLE: token, **{name: environ[name] for name in others}},
         flavor=flavor,
         timeout=plan.cap_seconds,
         attempts=attempts,
