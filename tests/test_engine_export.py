@@ -281,3 +281,19 @@ def test_the_launch_hint_names_every_secret(tmp_path: Path) -> None:
     result = _export(spec, "--to", "dstack", "--json")
     hint = json.loads(result.stdout)["launch"]
     assert "dstack secret set SLACK_URL <value>" in hint and "dstack secret set TG_BOT" in hint
+
+
+ENGINE_EXAMPLE = REPO / "specs" / "under-an-engine.yaml"
+
+
+@pytest.mark.parametrize("engine", ["skypilot", "dstack"])
+def test_the_engine_example_exports_and_passes_the_engines_own_check(
+    tmp_path: Path, engine: str
+) -> None:
+    text = ENGINE_EXAMPLE.read_text(encoding="utf-8")
+    out = tmp_path / f"{engine}.yaml"
+    result = _export(ENGINE_EXAMPLE, "--to", engine, "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    checked = validate(engine, out)
+    assert checked.returncode == 0, checked.stderr[-3000:]
+    assert checked.stdout.split() == ["ok", "1", hashlib.sha256(text.encode()).hexdigest()]

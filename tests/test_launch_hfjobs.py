@@ -347,3 +347,15 @@ def test_notify_secrets_go_to_the_job_as_secrets_or_it_is_refused(
     [request] = hub_server.jobs.requests
     assert request["secrets"] == {"HF_TOKEN": hub_token, "SLACK_URL": url}
     assert url not in repr(request["environment"]) + repr(request["command"])
+
+
+def test_the_engine_example_launches_on_hfs_own_hardware(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str]
+) -> None:
+    example = (REPO / "specs" / "under-an-engine.yaml").read_text(encoding="utf-8")
+    env = {**hub_env, "SLACK_URL": "https://hooks.slack.com/services/T0/B0/x"}
+    result = _launch(tmp_path, env, "--namespace", "my-org", text=example)
+    assert result.returncode == 0, result.stderr
+    [request] = hub_server.jobs.requests
+    assert request["flavor"] == "a100-large"
+    assert request["environment"]["RUNSPEC_SPEC_YAML"] == example
