@@ -297,3 +297,24 @@ def test_the_engine_example_exports_and_passes_the_engines_own_check(
     checked = validate(engine, out)
     assert checked.returncode == 0, checked.stderr[-3000:]
     assert checked.stdout.split() == ["ok", "1", hashlib.sha256(text.encode()).hexdigest()]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "env:\n  HF_HOME: /workspace/hf\n",
+        "output:\n  project: /workspace/runs\n",
+    ],
+)
+def test_a_containers_volume_path_is_refused_on_a_skypilot_vm(tmp_path: Path, extra: str) -> None:
+    # /workspace is the volume RunPod and vast.ai mount in their containers; on a cloud VM
+    # SkyPilot's job runs as the image's user (ubuntu on AWS), which cannot make it, and the
+    # run would fail after the install was paid for.
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC + extra, encoding="utf-8")
+    refused = _export(spec, "--to", "skypilot", "--infra", "aws")
+    assert refused.returncode == 2
+    assert "/workspace" in refused.stderr and "a container's volume" in refused.stderr
+    assert refused.stdout == ""
+    kept = _export(spec, "--to", "skypilot", "--infra", "runpod")
+    assert kept.returncode == 0, kept.stderr

@@ -20,7 +20,8 @@ from runspec.engines.task import (
     JobPlan,
     misfits,
 )
-from runspec.spec.model import FinishAction
+from runspec.spec.envpaths import is_path_valued
+from runspec.spec.model import FinishAction, Spec
 
 RETRY_EXIT_CODE = 75
 # SkyPilot tears an idle machine down after this long; runspec's own end comes first.
@@ -29,6 +30,27 @@ IDLE_MINUTES = 10
 # has no stop at all): SkyPilot's validator accepts `down: false` there, and the machine that
 # was to be stopped keeps billing.
 CANNOT_STOP = frozenset({"runpod", "lambda"})
+# Where SkyPilot's job runs in a container as root: RunPod and vast.ai mount their volume at
+# /workspace there. Every other cloud gives a VM whose job runs as the image's user (ubuntu on
+# AWS and Lambda, gcpuser on GCP), which cannot make a folder at /.
+CONTAINER_CLOUDS = frozenset({"runpod", "vast", "kubernetes", "k8s"})
+CONTAINER_ONLY = ("/workspace",)
+
+
+def _container_paths(spec: Spec) -> list[str]:
+    """"FIELD PATH" for each folder the spec names in a container-only place."""
+    named = [
+        ("output.project", spec.output.project),
+        ("dataset.extract_to", spec.dataset.extract_to),
+        ("push.dir", None if spec.push is None else spec.push.dir),
+        *((f"env.{name}", value) for name, value in spec.env.items() if is_path_valued(name)),
+    ]
+    found = []
+    for field, value in named:
+        text = None if value is None else str(value)
+        if text and any(text == p or text.startswith(p + "/") for p in CONTAINER_ONLY):
+            found.append(f"{field} {text}")
+    return found
 
 
 def _infra_cloud(infra: str | None) -> str | None:
@@ -50,6 +72,13 @@ def skypilot_task(plan: JobPlan, infra: str | None = None) -> dict[str, Any]:
             "SkyPilot (autostop down: false is never honoured there): use finish action "
             "destroy, or another infra"
         )
+    if cloud not in CONTAINER_CLOUDS:
+        reasons += [
+            f"{where} is a container's volume (RunPod's, vast.ai's): on a cloud VM the job "
+            "runs as the image's user, who cannot make it; use a folder under ~ (e.g. "
+            "~/.cache/hf) or a relative one, or --infra runpod"
+            for where in _container_paths(spec)
+        ]
     if reasons:
         raise EngineMisfit("SkyPilot", reasons)
     resources: dict[str, Any] = {}
