@@ -38,7 +38,7 @@ CONTAINER_ONLY = ("/workspace",)
 
 
 def _container_paths(spec: Spec) -> list[str]:
-    """"FIELD PATH" for each folder the spec names in a container-only place."""
+    """ "FIELD PATH" for each folder the spec names in a container-only place."""
     named = [
         ("output.project", spec.output.project),
         ("dataset.extract_to", spec.dataset.extract_to),
