@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.engine_venvs import validate
+from tests.engine_venvs import validate, validator_python
 
 REPO = Path(__file__).resolve().parent.parent
 INSTALL = "runspec[train] @ git+https://example.org/runspec@v0.1.0"
@@ -213,7 +213,7 @@ def test_json_holds_the_task_and_the_next_step(tmp_path: Path) -> None:
     assert result.returncode == 0
     data = json.loads(result.stdout)
     assert data["task"]["num_nodes"] == 2
-    assert data["launch"] == "sky jobs launch FILE --secret HF_TOKEN"
+    assert data["launch"] == 'HF_TOKEN="$(hf auth token)" sky jobs launch FILE --secret HF_TOKEN'
 
 
 @pytest.mark.parametrize("install", ["runspec[train]==0.1.0", "runspec", ""])
@@ -276,7 +276,8 @@ def test_the_launch_hint_names_every_secret(tmp_path: Path) -> None:
     spec.write_text(NOTIFIED, encoding="utf-8")
     result = _export(spec, "--to", "skypilot", "--json")
     assert json.loads(result.stdout)["launch"] == (
-        "sky jobs launch FILE --secret HF_TOKEN --secret SLACK_URL --secret TG_BOT"
+        'HF_TOKEN="$(hf auth token)" sky jobs launch FILE --secret HF_TOKEN --secret SLACK_URL '
+        "--secret TG_BOT"
     )
     result = _export(spec, "--to", "dstack", "--json")
     hint = json.loads(result.stdout)["launch"]
@@ -318,3 +319,39 @@ def test_a_containers_volume_path_is_refused_on_a_skypilot_vm(tmp_path: Path, ex
     assert refused.stdout == ""
     kept = _export(spec, "--to", "skypilot", "--infra", "runpod")
     assert kept.returncode == 0, kept.stderr
+
+
+def test_the_skypilot_hint_works_for_a_user_logged_in_with_hf_auth_login_only(
+    tmp_path: Path,
+) -> None:
+    # `sky jobs launch --secret HF_TOKEN` reads HF_TOKEN from the shell and refuses when it is
+    # unset (sky/client/cli/flags.py, _parse_secret_var); `hf auth login` sets no variable, it
+    # stores the token under HF_HOME. The hint is run as given, with a `sky` whose --secret is
+    # read by SkyPilot's own _parse_secret_var, and the real `hf` of this venv.
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC, encoding="utf-8")
+    hint = json.loads(_export(spec, "--to", "skypilot", "--json").stdout)["launch"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    sky = bin_dir / "sky"
+    sky.write_text(
+        f"#!{validator_python('skypilot')}\n"
+        "import sys\n"
+        "from sky.client.cli.flags import _parse_secret_var\n"
+        "print(_parse_secret_var(sys.argv[sys.argv.index('--secret') + 1])[1])\n"
+    )
+    sky.chmod(0o755)
+    hf_home = tmp_path / "hf-home"
+    hf_home.mkdir()
+    (hf_home / "token").write_text("hf_storedbyhfauthlogin0123")
+    venv_bin = Path(sys.executable).parent
+    result = subprocess.run(
+        ["bash", "-c", hint],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={"PATH": f"{bin_dir}:{venv_bin}:/usr/bin:/bin", "HF_HOME": str(hf_home)},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "hf_storedbyhfauthlogin0123"

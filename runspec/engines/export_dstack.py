@@ -106,4 +106,6 @@ def _secret(name: str) -> str:
 
 def launch_hint(path: str, secrets: Sequence[str] = (TOKEN_VARIABLE,)) -> str:
     others = "".join(f"dstack secret set {n} <value>; " for n in secrets if n != TOKEN_VARIABLE)
-    return f"dstack secret set {SECRET_NAME} <your Hub token>; {others}dstack apply -f {path}"
+    # `hf auth token` prints HF_TOKEN when set, else the login `hf auth login` stored.
+    token = f'dstack secret set {SECRET_NAME} "$(hf auth token)"'
+    return f"{token}; {others}dstack apply -f {path}"

@@ -1,4 +1,5 @@
-"""A spec as a SkyPilot managed job (`sky jobs launch FILE --secret HF_TOKEN`).
+"""A spec as a SkyPilot managed job (`HF_TOKEN="$(hf auth token)" sky jobs launch FILE
+--secret HF_TOKEN`).
 
 SkyPilot restarts a job from scratch on a fresh machine when it exits with a code in
 `recover_on_exit_codes`: runspec exits 75 for "give me a fresh machine" (a failed GPU, a
@@ -108,6 +109,12 @@ def skypilot_task(plan: JobPlan, infra: str | None = None) -> dict[str, Any]:
     }
 
 
+# `--secret HF_TOKEN` takes the value from the shell and refuses when it is unset
+# (sky/client/cli/flags.py, _parse_secret_var); `hf auth login` sets no variable. `hf auth
+# token` prints HF_TOKEN when set, else the stored login: the hint works for both.
+TOKEN_FROM_LOGIN = f'{TOKEN_VARIABLE}="$(hf auth token)"'
+
+
 def launch_hint(path: str, secrets: Sequence[str] = (TOKEN_VARIABLE,)) -> str:
     given = " ".join(f"--secret {name}" for name in secrets)
-    return f"sky jobs launch {path} {given}"
+    return f"{TOKEN_FROM_LOGIN} sky jobs launch {path} {given}"
