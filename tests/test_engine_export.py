@@ -149,23 +149,20 @@ def test_dstack_runs_the_spec_byte_for_byte_whatever_dollars_it_holds(tmp_path: 
     assert checked.stdout.split()[2] == hashlib.sha256(text.encode()).hexdigest()
 
 
-def test_a_stopped_machine_on_runpod_is_refused_though_skypilot_accepts_it(
-    tmp_path: Path,
+@pytest.mark.parametrize("infra", ["runpod", "aws", None])
+def test_a_stopped_machine_is_refused_on_every_cloud_under_skypilot(
+    tmp_path: Path, infra: str | None
 ) -> None:
+    # A managed job's controller terminates its cluster when the job ends, on every cloud
+    # (sky/jobs/controller.py, task_cleanup -> managed_job_utils.terminate_cluster): autostop's
+    # `down: false` never keeps it (issue 36 found the RunPod/Lambda-only refusal misleading).
     keep = SPEC.replace("action: destroy", "action: stop")
     spec = tmp_path / "spec.yaml"
     spec.write_text(keep, encoding="utf-8")
-    refused = _export(spec, "--to", "skypilot", "--infra", "runpod")
+    refused = _export(spec, "--to", "skypilot", *(["--infra", infra] if infra else []))
     assert refused.returncode == 2
-    assert "runpod cannot do under SkyPilot" in refused.stderr
+    assert "a managed job's cluster is terminated when the job ends" in refused.stderr
     assert refused.stdout == ""
-    # Elsewhere the same spec keeps its machine stopped (down: false) ...
-    out, task = _written(tmp_path, "skypilot", keep, "--infra", "aws")
-    assert task["resources"]["autostop"]["down"] is False
-    # ... and SkyPilot's own validator takes that on RunPod too: only the lint refuses it.
-    task["resources"]["infra"] = "runpod"
-    out.write_text(yaml.safe_dump(task), encoding="utf-8")
-    assert validate("skypilot", out).returncode == 0
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,8 @@ SkyPilot restarts a job from scratch on a fresh machine when it exits with a cod
 preemption) and resumes from its Hub record there; any other failure stays failed
 (`max_restarts_on_errors: 0`: a bad spec must not be paid for twice). `autostop` with
 `down: true` is the engine-side failsafe: an idle machine is torn down, never left billing.
+A managed job's cluster is terminated when the job ends, whatever autostop says
+(sky/jobs/controller.py), so `finish: stop` is refused on every cloud.
 """
 
 from __future__ import annotations
@@ -27,10 +29,6 @@ from runspec.spec.model import FinishAction, Spec
 RETRY_EXIT_CODE = 75
 # SkyPilot tears an idle machine down after this long; runspec's own end comes first.
 IDLE_MINUTES = 10
-# Clouds where an instance cannot be stopped, only torn down (RunPod: SkyPilot #3378; Lambda
-# has no stop at all): SkyPilot's validator accepts `down: false` there, and the machine that
-# was to be stopped keeps billing.
-CANNOT_STOP = frozenset({"runpod", "lambda"})
 # Where SkyPilot's job runs in a container as root: RunPod and vast.ai mount their volume at
 # /workspace there. Every other cloud gives a VM whose job runs as the image's user (ubuntu on
 # AWS and Lambda, gcpuser on GCP), which cannot make a folder at /.
@@ -63,15 +61,14 @@ def skypilot_task(plan: JobPlan, infra: str | None = None) -> dict[str, Any]:
     validator lets through."""
     spec = plan.spec
     reasons = misfits(spec)
-    # A spec that keeps its machine stopped asks for `down: false`; everywhere else the
-    # failsafe deletes the machine.
-    keep = spec.finish.action == FinishAction.STOP
     cloud = _infra_cloud(infra)
-    if keep and cloud in CANNOT_STOP:
+    if spec.finish.action == FinishAction.STOP:
+        # sky/jobs/controller.py: task_cleanup -> managed_job_utils.terminate_cluster, on
+        # every cloud; SkyPilot's validator takes `down: false` all the same.
         reasons.append(
-            f"finish action stop keeps a stopped machine, which {cloud} cannot do under "
-            "SkyPilot (autostop down: false is never honoured there): use finish action "
-            "destroy, or another infra"
+            "finish action stop keeps a stopped machine, which SkyPilot never does: a "
+            "managed job's cluster is terminated when the job ends, on every cloud; use "
+            "finish action destroy (or none)"
         )
     if cloud not in CONTAINER_CLOUDS:
         reasons += [
@@ -90,7 +87,7 @@ def skypilot_task(plan: JobPlan, infra: str | None = None) -> dict[str, Any]:
     resources["use_spot"] = spec.resources.spot
     if spec.resources.disk is not None:
         resources["disk_size"] = math.ceil(spec.resources.disk / 1e9)  # SkyPilot's GB
-    resources["autostop"] = {"idle_minutes": IDLE_MINUTES, "down": not keep}
+    resources["autostop"] = {"idle_minutes": IDLE_MINUTES, "down": True}
     resources["job_recovery"] = {
         "max_restarts_on_errors": 0,
         "recover_on_exit_codes": [RETRY_EXIT_CODE],
