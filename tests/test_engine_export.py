@@ -352,3 +352,26 @@ def test_the_skypilot_hint_works_for_a_user_logged_in_with_hf_auth_login_only(
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "hf_storedbyhfauthlogin0123"
+
+
+@pytest.mark.parametrize(
+    ("infra", "said"),
+    [
+        ("lambda", "lambda rents no spot machines under SkyPilot"),
+        ("kubernetes", "kubernetes rents no spot machines under SkyPilot"),
+        ("runpod", "runpod runs no job across nodes under SkyPilot"),
+        ("vast/us", "vast runs no job across nodes under SkyPilot"),
+    ],
+)
+def test_spot_or_nodes_on_a_cloud_that_has_none_is_refused(
+    tmp_path: Path, infra: str, said: str
+) -> None:
+    # SPEC asks for 2 spot nodes; SkyPilot 0.14.1's clouds say what they lack in
+    # _CLOUD_UNSUPPORTED_FEATURES (sky/clouds/lambda_cloud.py, kubernetes.py: SPOT_INSTANCE;
+    # runpod.py, vast.py: MULTI_NODE).
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC, encoding="utf-8")
+    refused = _export(spec, "--to", "skypilot", "--infra", infra)
+    assert refused.returncode == 2
+    assert said in refused.stderr
+    assert refused.stdout == ""

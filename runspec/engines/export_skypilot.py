@@ -34,6 +34,16 @@ IDLE_MINUTES = 10
 # AWS and Lambda, gcpuser on GCP), which cannot make a folder at /.
 CONTAINER_CLOUDS = frozenset({"runpod", "vast", "kubernetes", "k8s"})
 CONTAINER_ONLY = ("/workspace",)
+# What each cloud lacks, from its `_CLOUD_UNSUPPORTED_FEATURES` in SkyPilot 0.14.1
+# (sky/clouds/*.py: SPOT_INSTANCE, MULTI_NODE), by its name in `infra:`.
+NO_SPOT = frozenset(
+    {"cudo", "do", "fluidstack", "hyperbolic", "kubernetes", "k8s", "lambda", "paperspace"}
+    | {"scp", "seeweb", "shadeform", "slurm", "vsphere", "yotta"}
+)
+NO_MULTI_NODE = frozenset(
+    {"hyperbolic", "primeintellect", "runpod", "seeweb", "shadeform", "vast", "verda"}
+    | {"vsphere", "yotta"}
+)
 
 
 def _container_paths(spec: Spec) -> list[str]:
@@ -69,6 +79,16 @@ def skypilot_task(plan: JobPlan, infra: str | None = None) -> dict[str, Any]:
             "finish action stop keeps a stopped machine, which SkyPilot never does: a "
             "managed job's cluster is terminated when the job ends, on every cloud; use "
             "finish action destroy (or none)"
+        )
+    if spec.resources.spot and cloud in NO_SPOT:
+        reasons.append(
+            f"{cloud} rents no spot machines under SkyPilot: set resources.spot false, or "
+            "another infra"
+        )
+    if spec.resources.nodes > 1 and cloud in NO_MULTI_NODE:
+        reasons.append(
+            f"{cloud} runs no job across nodes under SkyPilot: set resources.nodes 1, or "
+            "another infra"
         )
     if cloud not in CONTAINER_CLOUDS:
         reasons += [
