@@ -196,9 +196,9 @@ def test_without_output_the_task_goes_to_stdout_and_the_next_step_to_stderr(
     tmp_path: Path,
 ) -> None:
     spec = tmp_path / "spec.yaml"
-    spec.write_text(SPEC, encoding="utf-8")
+    spec.write_text(SPEC.replace("  nodes: 2\n", "").replace("64", "8"), encoding="utf-8")
     result = _export(spec, "--to", "dstack")
-    assert result.returncode == 0
+    assert result.returncode == 0, result.stderr
     assert yaml.safe_load(result.stdout)["type"] == "task"
     assert "dstack apply -f" in result.stderr
 
@@ -276,7 +276,7 @@ def test_the_launch_hint_names_every_secret(tmp_path: Path) -> None:
         'HF_TOKEN="$(hf auth token)" sky jobs launch FILE --secret HF_TOKEN --secret SLACK_URL '
         "--secret TG_BOT"
     )
-    result = _export(spec, "--to", "dstack", "--json")
+    result = _export(spec, "--to", "dstack", "-o", str(tmp_path / "task.yml"), "--json")
     hint = json.loads(result.stdout)["launch"]
     assert "dstack secret set SLACK_URL <value>" in hint and "dstack secret set TG_BOT" in hint
 
@@ -309,7 +309,9 @@ def test_a_containers_volume_path_is_refused_on_a_skypilot_vm(tmp_path: Path, ex
     # SkyPilot's job runs as the image's user (ubuntu on AWS), which cannot make it, and the
     # run would fail after the install was paid for.
     spec = tmp_path / "spec.yaml"
-    spec.write_text(SPEC + extra, encoding="utf-8")
+    # One node: RunPod runs no job across nodes under SkyPilot.
+    one_node = SPEC.replace("  nodes: 2\n", "").replace("batch: 64", "batch: 8")
+    spec.write_text(one_node + extra, encoding="utf-8")
     refused = _export(spec, "--to", "skypilot", "--infra", "aws")
     assert refused.returncode == 2
     assert "/workspace" in refused.stderr and "a container's volume" in refused.stderr
@@ -375,3 +377,42 @@ def test_spot_or_nodes_on_a_cloud_that_has_none_is_refused(
     assert refused.returncode == 2
     assert said in refused.stderr
     assert refused.stdout == ""
+
+
+# dstack's fleet model (core/models/fleets.py): "Only instances above `nodes.min` are
+# terminated, so a fleet with a fixed `nodes: N` keeps its instances", and a fleet's default
+# idle_duration is 3 days; a task's own idle_duration does not reach a fleet it reuses.
+FLEET_CHECK = (
+    "import sys, yaml\n"
+    "from dstack._internal.core.models.configurations import parse_apply_configuration\n"
+    "fleet = parse_apply_configuration(yaml.safe_load(open(sys.argv[1])))\n"
+    "print(fleet.type, fleet.name, fleet.nodes.min, fleet.nodes.max, fleet.placement.value,"
+    " fleet.idle_duration)\n"
+)
+
+
+def test_a_dstack_run_across_nodes_brings_a_fleet_that_ends_with_it(tmp_path: Path) -> None:
+    out, task = _written(tmp_path, "dstack")
+    fleet_file = tmp_path / "dstack.fleet.yaml"
+    fleet = yaml.safe_load(fleet_file.read_text(encoding="utf-8"))
+    assert task["fleets"] == [fleet["name"]]
+    checked = subprocess.run(
+        [str(validator_python("dstack")), "-c", FLEET_CHECK, str(fleet_file)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stderr[-3000:]
+    # No instance is kept: min 0, up to the run's nodes, each ended as soon as it is idle.
+    assert checked.stdout.split() == ["fleet", "sweep-a-1-fleet", "0", "2", "cluster", "0"]
+    assert fleet["resources"] == task["resources"]
+    hint = json.loads(
+        _export(
+            out.parent / "laptop-folder" / "spec.yaml", "--to", "dstack", "-o", str(out), "--json"
+        ).stdout
+    )["launch"]
+    assert f"dstack apply -f {fleet_file}; dstack apply -f {out} " in hint
+    assert hint.endswith("(when it is done: dstack fleet delete sweep-a-1-fleet)")
+    refused = _export(out.parent / "laptop-folder" / "spec.yaml", "--to", "dstack")
+    assert refused.returncode == 2 and "-o FILE" in refused.stderr

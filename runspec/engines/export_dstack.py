@@ -97,15 +97,45 @@ def dstack_task(plan: JobPlan) -> dict[str, Any]:
     if spec.resources.nodes > 1:
         # The run is done when node 0's runspec says so; the others follow torchrun.
         task["stop_criteria"] = "master-done"
+        task["fleets"] = [fleet_name(spec.name)]
     return task
+
+
+def fleet_name(name: str) -> str:
+    return run_name(name)[:35] + "-fleet"
+
+
+def dstack_fleet(plan: JobPlan) -> dict[str, Any] | None:
+    """For a run across nodes, the fleet it runs in (`placement: cluster`), made to end with
+    it; None for one node. dstack's fleets keep every instance up to `nodes.min` and end the
+    rest after `idle_duration`, 3 days by default (core/models/fleets.py), and a task's own
+    idle_duration does not reach a fleet: so `nodes: 0..N` and `idle_duration: 0s`."""
+    spec = plan.spec
+    if spec.resources.nodes <= 1:
+        return None
+    task = dstack_task(plan)
+    return {
+        "type": "fleet",
+        "name": fleet_name(spec.name),
+        "nodes": f"0..{spec.resources.nodes}",
+        "placement": "cluster",
+        "idle_duration": "0s",
+        "spot_policy": task["spot_policy"],
+        "resources": task["resources"],
+    }
 
 
 def _secret(name: str) -> str:
     return "${{ secrets." + name + " }}"
 
 
-def launch_hint(path: str, secrets: Sequence[str] = (TOKEN_VARIABLE,)) -> str:
+def launch_hint(
+    path: str, secrets: Sequence[str] = (TOKEN_VARIABLE,), fleet: tuple[str, str] | None = None
+) -> str:
+    """`fleet`: (its file, its name) for a run across nodes."""
     others = "".join(f"dstack secret set {n} <value>; " for n in secrets if n != TOKEN_VARIABLE)
     # `hf auth token` prints HF_TOKEN when set, else the login `hf auth login` stored.
     token = f'dstack secret set {SECRET_NAME} "$(hf auth token)"'
-    return f"{token}; {others}dstack apply -f {path}"
+    first = f"dstack apply -f {fleet[0]}; " if fleet else ""
+    after = f" (when it is done: dstack fleet delete {fleet[1]})" if fleet else ""
+    return f"{token}; {others}{first}dstack apply -f {path}{after}"
