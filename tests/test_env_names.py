@@ -114,7 +114,15 @@ def test_a_cache_folder_obeys_the_folder_rule(name: str, value: str) -> None:
 @pytest.mark.parametrize("name", ["HF_HOME", "TORCH_HOME", "MY_TOOL_CACHE"])
 @pytest.mark.parametrize(
     "value",
-    ["/workspace/hf", "~/.cache/hf", "/root/.cache/huggingface", "/mnt/volume/hf", "/tmp/hf"],
+    [
+        "/workspace/hf",
+        "~/.cache/hf",
+        "/root/.cache/huggingface",
+        "/mnt/volume/hf",
+        "/tmp/hf",
+        "/opt/dlami/nvme/hf",
+        "/lambda/nfs/my-fs/hf",
+    ],
 )
 def test_a_cache_folder_of_its_own_is_accepted(name: str, value: str) -> None:
     assert _refusal(name, value) is None

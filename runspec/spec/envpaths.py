@@ -19,9 +19,20 @@ from pathlib import Path
 
 from runspec.spec.safepaths import DEFAULT_STATE, forbidden_folder
 
-# Volumes (RunPod's and vast.ai's /workspace, mounted disks), scratch space and temporary
-# folders: where a cache may go on any machine.
-ALLOWED = ("/workspace", "/mnt", "/media", "/data", "/scratch", "/tmp", "/var/tmp")
+# Volumes (RunPod's and vast.ai's /workspace, mounted disks, the instance-store NVMe an AWS
+# Deep Learning AMI mounts at /opt/dlami/nvme, Lambda's persistent file systems under
+# /lambda/nfs), scratch space and temporary folders: where a cache may go on any machine.
+ALLOWED = (
+    "/workspace",
+    "/mnt",
+    "/media",
+    "/data",
+    "/scratch",
+    "/opt/dlami/nvme",
+    "/lambda/nfs",
+    "/tmp",
+    "/var/tmp",
+)
 # A home's cache folder (XDG's default, huggingface_hub's and torch's default parent), and no
 # other part of a home.
 _CACHE_HOME = re.compile(r"^/(root|home/[^/]+)/\.cache(/|$)")
