@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from runspec import __version__
+from runspec.spec.secreturls import login_in
 
 INSTALL_VARIABLE = "RUNSPEC_INSTALL"
 INSTALL_EXAMPLE = f"runspec[train] @ git+https://github.com/ORG/runspec@v{__version__}"
@@ -29,5 +30,11 @@ def install_problem(
             "or git+https URL): "
             "the name runspec on PyPI is another project's; use e.g. "
             f"{INSTALL_EXAMPLE!r}"
+        )
+    if login_in(requirement):
+        return (
+            f"{given.split(maxsplit=1)[0]}: the URL carries a login, which would be written "
+            "in cleartext into the engine's task, the job and git: install from a public URL, "
+            "or write the token as ${NAME} and give NAME to the engine as a secret"
         )
     return None

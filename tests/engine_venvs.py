@@ -36,11 +36,16 @@ VALIDATORS = {
         "spec = task.envs.get('RUNSPEC_SPEC_YAML', '')\n"
         "print('ok', task.num_nodes, hashlib.sha256(spec.encode()).hexdigest())\n"
     ),
+    # dstack's server passes every env value through its VariablesInterpolator before the job
+    # starts (server/services/jobs/__init__.py, interpolate_job_spec_secrets: `$$` becomes `$`,
+    # `${{ secrets.NAME }}` the secret): the spec hashed is the one the job gets.
     "dstack": (
         "import hashlib, sys, yaml\n"
         "from dstack.api import Task\n"
+        "from dstack._internal.utils.interpolator import VariablesInterpolator\n"
         "task = Task.model_validate(yaml.safe_load(open(sys.argv[1])))\n"
-        "spec = task.env.as_dict().get('RUNSPEC_SPEC_YAML', '')\n"
+        "server = VariablesInterpolator({'secrets': {'hf_token': 'x'}}).interpolate_or_error\n"
+        "spec = server(task.env.as_dict().get('RUNSPEC_SPEC_YAML', ''))\n"
         "print('ok', task.nodes, hashlib.sha256(spec.encode()).hexdigest())\n"
     ),
 }

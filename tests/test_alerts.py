@@ -85,7 +85,7 @@ def test_the_daemon_config_takes_urls_by_the_spec_rules(tmp_path: Path) -> None:
     config.write_text("notify: [ntfy://my-topic, '${SLACK_URL}']\n")
     assert load_config(config, state=tmp_path).notify == ("ntfy://my-topic", "${SLACK_URL}")
     config.write_text("notify: ['mailtos://me:hunter2@example.com']\n")
-    with pytest.raises(ConfigError, match=r"notify\[0\]: this URL carries a password"):
+    with pytest.raises(ConfigError, match=r"notify\[0\]: this URL holds a password"):
         load_config(config, state=tmp_path)
     config.write_text("notify: [my-channel]\n")
     with pytest.raises(ConfigError, match="'my-channel' is not a notification URL"):

@@ -35,7 +35,10 @@ DSTACK = {"DSTACK_RUN_ID": "9f3c0c8e-5b7a-4b8e-a1f2-0d9e8c7b6a5f"}
 def test_engines_are_recognised_by_their_task_variables_or_named() -> None:
     sky = detect(SKYPILOT)
     assert sky is not None and sky.engine is Engine.SKYPILOT
-    assert sky.task_id == SKYPILOT["SKYPILOT_TASK_ID"] and not sky.eager_push
+    assert sky.task_id == SKYPILOT["SKYPILOT_TASK_ID"]
+    # SkyPilot tears a preempted or cancelled VM down without a signal (sky/core.py, down():
+    # backend.teardown unless --graceful): only a checkpoint already pushed survives (issue 36).
+    assert sky.eager_push
     dstack = detect(DSTACK)
     assert dstack is not None and dstack.engine is Engine.DSTACK and dstack.grace == 10.0
     assert dstack.eager_push  # SIGKILL 10 s after SIGINT: the newest checkpoint must be out

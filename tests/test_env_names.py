@@ -112,10 +112,39 @@ def test_a_cache_folder_obeys_the_folder_rule(name: str, value: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["HF_HOME", "TORCH_HOME", "MY_TOOL_CACHE"])
-def test_a_cache_folder_of_its_own_is_accepted(name: str) -> None:
-    assert _refusal(name, "/workspace/hf") is None
-    assert _refusal(name, "~/cache") is None
+@pytest.mark.parametrize(
+    "value",
+    [
+        "/workspace/hf",
+        "~/.cache/hf",
+        "/root/.cache/huggingface",
+        "/mnt/volume/hf",
+        "/tmp/hf",
+        "/opt/dlami/nvme/hf",
+        "/lambda/nfs/my-fs/hf",
+    ],
+)
+def test_a_cache_folder_of_its_own_is_accepted(name: str, value: str) -> None:
+    assert _refusal(name, value) is None
 
 
-def test_a_tuning_variable_is_still_accepted() -> None:
-    assert _refusal("OMP_NUM_THREADS", "4") is None
+# Issue 34: a deny list of system folders let the trainer's sandbox write the login's keys,
+# the shell's startup files or a folder on root's PATH (~/bin): an env folder must lie where
+# caches and data belong (a volume, a cache home, /tmp) or in a folder the run writes anyway.
+@pytest.mark.parametrize("name", ["HF_HOME", "TORCH_HOME", "XDG_CONFIG_HOME", "MY_TOOL_CACHE"])
+@pytest.mark.parametrize(
+    "value", ["/root/.ssh", "~/.ssh", "~/bin", "~", "/home/ubuntu/.config", "/opt/conda", "/srv"]
+)
+def test_a_folder_outside_the_allow_list_is_refused(name: str, value: str) -> None:
+    refused = _refusal(name, value)
+    assert refused is not None and name in refused
+    assert "/workspace" in refused  # the fix names where it may go
+
+
+def test_a_folder_of_the_state_folder_is_accepted_but_not_under_output_project() -> None:
+    inside = spec_text("envs", extra="env:\n  HF_HOME: /var/lib/runspec/hf\n")
+    assert check_spec_text(inside, "envs.yaml")[1] == []
+    # output.project may be /root; that must not open /root/.ssh to the trainer.
+    text = spec_text("envs", extra="output:\n  project: /root\nenv:\n  HF_HOME: /root/.ssh\n")
+    [problem] = check_spec_text(text, "envs.yaml")[1]
+    assert "HF_HOME '/root/.ssh' is not a folder for caches or data" in problem.message

@@ -5,18 +5,24 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from huggingface_hub import HfApi
 
+from runspec.cli import build_parser
 from runspec.engines.hfjobs import TORCH_VERSION
+from runspec.engines.onbox import Engine, detect
+from tests.hubjobs import HARDWARE
 from tests.hubserver import HubServer
 
 REPO = Path(__file__).resolve().parent.parent
-INSTALL = "runspec[train] @ git+https://example.org/runspec@v0.1.0"
+# An https archive: HF's default image (pytorch/pytorch:*-runtime) has no git.
+INSTALL = "runspec[train] @ https://example.org/runspec/archive/v0.1.0.tar.gz"
 
 SPEC = """\
 runspec: 1
@@ -29,13 +35,62 @@ train:
   epochs: 50
   batch: 64
 resources:
-  gpus: "H200:8"
+  gpus: "A100-80GB:8"
 push:
   hub: {repo: my-org/run}
 budget:
   wall_clock: 2h
   overrun: 20m
 """
+
+
+def _gpu(name: str, model: str, count: int, vram_gb: int, micro: int) -> dict[str, Any]:
+    """One flavor as HF's /api/jobs/hardware answers it (huggingface_hub's JobHardwareInfo and
+    JobAccelerator read these keys; `vram` is the flavor's total, as JobAccelerator's docstring
+    says), under a name huggingface_hub's JobHardware enum lists."""
+    return {
+        "name": name,
+        "prettyName": f"{count}x Nvidia {model}",
+        "cpu": "8 vCPU",
+        "ram": "32 GB",
+        "ephemeralStorage": "1000 GB" if count == 8 else "200 GB",
+        "accelerator": {
+            "type": "gpu",
+            "model": model,
+            "quantity": str(count),
+            "vram": f"{vram_gb * count} GB",
+            "manufacturer": "Nvidia",
+        },
+        "unitCostMicroUSD": micro,
+        "unitCostUSD": micro / 1e6,
+        "unitLabel": "minute",
+    }
+
+
+# HF's flavors as its listing has them, cheapest first: no H100 (HF rents none), A100s with
+# 80 GB each. Set here rather than read from the stand-in's default listing, so these tests say
+# which listing they judge against.
+HF_LISTING: list[dict[str, Any]] = [
+    {
+        "name": "cpu-basic",
+        "prettyName": "CPU Basic",
+        "cpu": "2 vCPU",
+        "ram": "16 GB",
+        "ephemeralStorage": "50 GB",
+        "unitCostMicroUSD": 167,
+        "unitCostUSD": 0.000167,
+        "unitLabel": "minute",
+    },
+    _gpu("a10g-small", "A10G", 1, 24, 16667),
+    _gpu("a100-large", "A100", 1, 80, 41667),
+    _gpu("a100x4", "A100", 4, 80, 166667),
+    _gpu("a100x8", "A100", 8, 80, 333333),
+]
+
+
+@pytest.fixture(autouse=True)
+def _hf_listing(hub_server: HubServer) -> None:
+    hub_server.jobs.hardware = [dict(item) for item in HF_LISTING]
 
 
 def _launch(
@@ -61,7 +116,7 @@ def test_the_job_asks_for_the_flavor_a_timeout_past_the_budget_and_the_token_as_
     assert result.returncode == 0, result.stderr
     [request] = hub_server.jobs.requests
     # No --flavor: the one whose GPUs are resources.gpus', from the hardware listing.
-    assert request["flavor"] == "h200x8"
+    assert request["flavor"] == "a100x8"
     # HF's default (30 min) would cut a 2 h run; the timeout covers install + budget + overrun.
     assert request["timeoutSeconds"] == (15 + 120 + 20) * 60
     assert request["attempts"] == 2
@@ -72,7 +127,7 @@ def test_the_job_asks_for_the_flavor_a_timeout_past_the_budget_and_the_token_as_
     assert request["command"][:2] == ["bash", "-c"]
     script = request["command"][2]
     assert script.startswith(f"pip install --quiet '{INSTALL}' && ")
-    assert script.endswith("exec runspec run runspec-spec.yaml")
+    assert script.endswith("exec runspec run runspec-spec.yaml --engine hf-jobs")
     assert TORCH_VERSION in request["dockerImage"]
     assert request["labels"] == {"runspec": "hf-run-1", "name": "hf-run-1"}
     # It says the job and how to follow it; the job is there for the real client.
@@ -84,9 +139,28 @@ def test_the_job_asks_for_the_flavor_a_timeout_past_the_budget_and_the_token_as_
     assert api.inspect_job(job_id=job_id, namespace="my-org").status.stage == "RUNNING"
 
 
+def test_the_job_knows_it_runs_under_hf_jobs_so_a_second_attempt_resumes(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str]
+) -> None:
+    # Issue 36: HF Jobs sets no variable runspec can recognise (runspec.engines.onbox), so a
+    # job that did not name its engine ran its second attempt as a fresh run: a new budget,
+    # training from epoch 1, the record overwritten, and a finish: preflight on every attempt.
+    result = _launch(tmp_path, hub_env, "--namespace", "my-org")
+    assert result.returncode == 0, result.stderr
+    [request] = hub_server.jobs.requests
+    script = shlex.split(request["command"][2])
+    run = script[script.index("exec") + 1 :]
+    assert run[:2] == ["runspec", "run"]
+    args = build_parser().parse_args(run[1:])
+    # Nothing of the engine's in the job's environment: the command line alone names it.
+    engine = detect(request["environment"], args.engine)
+    assert engine is not None and engine.engine is Engine.HF_JOBS
+
+
 def test_the_stand_in_answers_the_real_client_as_hf_jobs_does(
     hub_server: HubServer, hub_token: str
 ) -> None:
+    hub_server.jobs.hardware = [dict(item) for item in HARDWARE]  # HF's own, in its own order
     api = HfApi(endpoint=hub_server.url, token=hub_token)
     job = api.run_job(image="python:3.12", command=["true"], namespace="me", timeout="1h")
     assert hub_server.jobs.requests[0]["timeoutSeconds"] == 3600
@@ -104,7 +178,8 @@ def test_without_a_flavor_the_cheapest_that_fits_is_asked_for_not_the_first_list
     tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str]
 ) -> None:
     # HF's listing is not sorted by price: a10g-large ($1.50/h) comes before a10g-small ($1.00).
-    text = SPEC.replace('gpus: "H200:8"', 'gpus: "A10G:1"')
+    hub_server.jobs.hardware = [dict(item) for item in HARDWARE]  # HF's own, in its own order
+    text = SPEC.replace('gpus: "A100-80GB:8"', 'gpus: "A10G:1"').replace("batch: 64", "batch: 8")
     result = _launch(tmp_path, hub_env, "--namespace", "my-org", text=text)
     assert result.returncode == 0, result.stderr
     assert [r["flavor"] for r in hub_server.jobs.requests] == ["a10g-small"]
@@ -126,11 +201,11 @@ def test_without_namespace_it_bills_the_token_owner(
     [
         (
             ("--flavor", "a10g-small"),
-            "flavor a10g-small has 1 x A10G, not the resources.gpus H200:8",
+            "flavor a10g-small has 1 x A10G, not the resources.gpus A100-80GB:8",
         ),
         (
             ("--flavor", "h900"),
-            "no flavor 'h900'; HF Jobs has: a100-large, a100x4, a100x8, a10g-large,",
+            "no flavor 'h900'; HF Jobs has: a100-large, a100x4, a100x8, a10g-small, cpu-basic",
         ),
     ],
 )
@@ -150,16 +225,16 @@ def test_an_unreadable_listing_takes_the_flavor_named_and_asks_for_one_otherwise
     unnamed = _launch(tmp_path, hub_env, "--namespace", "my-org")
     assert unnamed.returncode == 2
     assert "name the flavor with --flavor" in unnamed.stderr
-    named = _launch(tmp_path, hub_env, "--namespace", "my-org", "--flavor", "h200x8")
+    named = _launch(tmp_path, hub_env, "--namespace", "my-org", "--flavor", "a100x8")
     assert named.returncode == 0, named.stderr
-    assert [r["flavor"] for r in hub_server.jobs.requests] == ["h200x8"]
+    assert [r["flavor"] for r in hub_server.jobs.requests] == ["a100x8"]
 
 
 def test_what_hf_jobs_cannot_rent_is_refused(
     tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str]
 ) -> None:
-    text = SPEC.replace('  gpus: "H200:8"\n', '  gpus: "H200:8"\n  nodes: 2\n  spot: true\n')
-    result = _launch(tmp_path, hub_env, "--namespace", "my-org", "--flavor", "h200x8", text=text)
+    text = SPEC.replace('gpus: "A100-80GB:8"\n', 'gpus: "A100-80GB:8"\n  nodes: 2\n  spot: true\n')
+    result = _launch(tmp_path, hub_env, "--namespace", "my-org", "--flavor", "a100x8", text=text)
     assert result.returncode == 2
     assert "resources.nodes must be 1" in result.stderr
     assert "HF Jobs rents no spot machines" in result.stderr
@@ -176,7 +251,7 @@ def test_an_unreachable_hub_is_said_so_and_nothing_is_launched(
     tmp_path: Path, hub_env: dict[str, str]
 ) -> None:
     closed = {**hub_env, "HF_ENDPOINT": "http://127.0.0.1:9"}
-    result = _launch(tmp_path, closed, "--namespace", "my-org", "--flavor", "h200x8")
+    result = _launch(tmp_path, closed, "--namespace", "my-org", "--flavor", "a100x8")
     assert result.returncode == 1
     assert "HF Jobs did not take the job: cannot reach the Hub at http://127.0.0.1:9" in (
         result.stderr
@@ -196,8 +271,104 @@ def test_attempts_are_a_small_positive_number(
 def test_a_disk_larger_than_the_flavor_holds_is_refused(
     tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str]
 ) -> None:
-    text = SPEC.replace('  gpus: "H200:8"\n', '  gpus: "H200:8"\n  disk: 30TB\n')
+    text = SPEC.replace('  gpus: "A100-80GB:8"\n', '  gpus: "A100-80GB:8"\n  disk: 2TB\n')
     result = _launch(tmp_path, hub_env, "--namespace", "my-org", text=text)
     assert result.returncode == 2
-    assert "flavor h200x8 has 24000 GB of disk; resources.disk asks for 30000 GB" in result.stderr
+    assert "flavor a100x8 has 1000 GB of disk; resources.disk asks for 2000 GB" in result.stderr
     assert hub_server.jobs.requests == []
+
+
+@pytest.mark.parametrize(
+    ("gpus", "flavor"),
+    [
+        ("A100-80GB:8", "a100x8"),
+        ("A100:4", "a100x4"),
+        ("a100-80gb", "a100-large"),
+        ("A10G:1", "a10g-small"),
+    ],
+)
+def test_accelerator_names_match_hfs_the_way_people_write_them(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str], gpus: str, flavor: str
+) -> None:
+    # SkyPilot's names (A100-80GB, the memory in the name) against HF's listing (model A100,
+    # its memory in vram): issue 36 found A100-80GB never matched.
+    text = SPEC.replace('gpus: "A100-80GB:8"', f'gpus: "{gpus}"').replace("batch: 64", "batch: 8")
+    result = _launch(tmp_path, hub_env, "--namespace", "my-org", text=text)
+    assert result.returncode == 0, result.stderr
+    assert [r["flavor"] for r in hub_server.jobs.requests] == [flavor]
+
+
+@pytest.mark.parametrize(
+    ("gpus", "said"),
+    [
+        ("H100:8", "HF Jobs has no H100: its GPUs are A10G (1), A100 (1, 4, 8)"),
+        ("A100-40GB:1", "HF Jobs has no A100-40GB: its GPUs are A10G (1), A100 (1, 4, 8)"),
+        ("A100:2", "HF Jobs has A100 in flavors of 1, 4, 8, not 2"),
+    ],
+)
+def test_a_gpu_hf_does_not_rent_is_refused_with_what_it_has(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str], gpus: str, said: str
+) -> None:
+    text = SPEC.replace('gpus: "A100-80GB:8"', f'gpus: "{gpus}"').replace("batch: 64", "batch: 8")
+    result = _launch(tmp_path, hub_env, "--namespace", "my-org", text=text)
+    assert result.returncode == 2
+    assert said in result.stderr
+    assert hub_server.jobs.requests == []
+
+
+def test_a_github_git_install_becomes_an_archive_hfs_image_can_install(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str]
+) -> None:
+    # pytorch/pytorch's runtime images carry no git: pip cannot fetch a git+https reference.
+    git = "runspec[train] @ git+https://github.com/my-org/runspec.git@v0.1.0"
+    result = _launch(tmp_path, hub_env, "--namespace", "my-org", "--install", git)
+    assert result.returncode == 0, result.stderr
+    [request] = hub_server.jobs.requests
+    archive = "runspec[train] @ https://github.com/my-org/runspec/archive/v0.1.0.tar.gz"
+    assert request["command"][2].startswith(f"pip install --quiet '{archive}' && ")
+    assert "git+" not in request["command"][2]
+
+
+def test_another_git_install_is_refused_on_hfs_image_and_kept_on_one_with_git(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str]
+) -> None:
+    git = "runspec[train] @ git+https://git.example.org/runspec@v0.1.0"
+    refused = _launch(tmp_path, hub_env, "--namespace", "my-org", "--install", git)
+    assert refused.returncode == 2
+    assert "has no git" in refused.stderr and "archive" in refused.stderr
+    assert hub_server.jobs.requests == []
+    kept = _launch(
+        tmp_path, hub_env, "--namespace", "my-org", "--install", git, "--image", "python:3.12"
+    )
+    assert kept.returncode == 0, kept.stderr
+    assert hub_server.jobs.requests[0]["command"][2].startswith(f"pip install --quiet '{git}'")
+
+
+def test_notify_secrets_go_to_the_job_as_secrets_or_it_is_refused(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str], hub_token: str
+) -> None:
+    # Issue 36: a `${NAME}` in notify: reached no job, whose preflight exited 2 after the
+    # install was paid for.
+    text = SPEC + "notify: ['${SLACK_URL}']\n"
+    missing = _launch(tmp_path, hub_env, "--namespace", "my-org", text=text)
+    assert missing.returncode == 2
+    assert "SLACK_URL is not set here" in missing.stderr
+    assert hub_server.jobs.requests == []
+    url = "https://hooks.slack.com/services/T0/B0/fromtheshell"
+    sent = _launch(tmp_path, {**hub_env, "SLACK_URL": url}, "--namespace", "my-org", text=text)
+    assert sent.returncode == 0, sent.stderr
+    [request] = hub_server.jobs.requests
+    assert request["secrets"] == {"HF_TOKEN": hub_token, "SLACK_URL": url}
+    assert url not in repr(request["environment"]) + repr(request["command"])
+
+
+def test_the_engine_example_launches_on_hfs_own_hardware(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str]
+) -> None:
+    example = (REPO / "specs" / "under-an-engine.yaml").read_text(encoding="utf-8")
+    env = {**hub_env, "SLACK_URL": "https://hooks.slack.com/services/T0/B0/x"}
+    result = _launch(tmp_path, env, "--namespace", "my-org", text=example)
+    assert result.returncode == 0, result.stderr
+    [request] = hub_server.jobs.requests
+    assert request["flavor"] == "a100-large"
+    assert request["environment"]["RUNSPEC_SPEC_YAML"] == example

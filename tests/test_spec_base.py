@@ -10,8 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from runspec.run.accept import accept
+from runspec.secrets.secretenv import spec_models, trainer_needs_hub_token
 from runspec.spec.loader import load_accepted, load_spec
+from runspec.spec.specbase import resolved_paths
 from runspec.store.paths import StateLayout
 
 RUNSPEC = [sys.executable, "-m", "runspec"]
@@ -73,3 +77,30 @@ def test_submit_records_the_resolved_paths_and_the_run_keeps_them(tmp_path: Path
     saved = load_accepted(StateLayout(state).run_paths("kept").spec_file)
     assert saved.dataset.path == spec.parent / "data" / "data.yaml"
     assert saved.train.model == str(spec.parent / "weights" / "start.pt")
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "someorg/private-detector",
+        "hf://someorg/detector@v2/best.pt",
+        "https://huggingface.co/someorg/detector/resolve/main/best.pt",
+    ],
+)
+def test_a_hub_model_in_a_spec_file_stays_a_hub_reference(tmp_path: Path, model: str) -> None:
+    # Issue 34: rebased as a relative path, `someorg/private-detector` became
+    # /the/spec/folder/someorg/private-detector, never reached the Hub, and the trainer got no
+    # token for it. LibreYOLO takes these names itself (notes/libreyolo.md: the model factory
+    # loads `owner/repo` and `hf://`).
+    spec = _project(tmp_path, "hubmodel")
+    spec.write_text(SPEC.format(name="hubmodel").replace("weights/start.pt", f"'{model}'"))
+    loaded = load_spec(spec)
+    assert loaded.train.model == model
+    assert trainer_needs_hub_token(spec_models(loaded))
+    assert "train.model" not in resolved_paths(loaded)
+
+
+def test_a_local_folder_that_looks_like_a_repo_is_still_the_spec_folders(tmp_path: Path) -> None:
+    spec = _project(tmp_path, "localmodel")
+    spec.write_text(SPEC.format(name="localmodel").replace("weights/start.pt", "./org/model"))
+    assert load_spec(spec).train.model == str(spec.parent / "org" / "model")

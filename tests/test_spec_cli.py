@@ -34,7 +34,8 @@ def _run(*argv: str) -> subprocess.CompletedProcess[str]:
 def test_valid_examples_exit_zero_and_print_nothing_on_stdout() -> None:
     result = _run("validate", "specs")
     assert (result.returncode, result.stdout) == (0, "")
-    assert "4 specs valid" in result.stderr
+    count = len(list((REPO / "specs").glob("*.yaml")))
+    assert f"{count} specs valid" in result.stderr
 
 
 def test_an_invalid_spec_exits_one_with_one_line_per_problem() -> None:

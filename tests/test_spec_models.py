@@ -80,3 +80,21 @@ def test_the_weights_are_found_or_the_preflight_says_why_not(
     assert checks.weights_check(spec, paths).status is CheckStatus.PASS  # type: ignore[arg-type]
     lost = checks.weights_check(_spec("/nonexistent/best.pt", True), paths)  # type: ignore[arg-type]
     assert lost.status is CheckStatus.FAIL and "not on this machine" in lost.message
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "someorg/detector",
+        "hf://someorg/detector@v2/best.pt",
+        "https://huggingface.co/someorg/detector/resolve/main/best.pt",
+    ],
+)
+def test_the_preflight_leaves_a_hub_model_to_the_hub(tmp_path: Path, model: str) -> None:
+    # One rule of what is a Hub model (runspec.spec.modelnames.is_hub_model) for the spec's
+    # folder, the token and the preflight: a URL on the Hub's host was "not on this machine".
+    spec = _spec(f"'{model}'", pretrained=True)
+    paths = RunPaths.for_spec(spec, tmp_path / "state")  # type: ignore[arg-type]
+    found = checks.weights_check(spec, paths)  # type: ignore[arg-type]
+    assert found.status is CheckStatus.PASS, found.message
+    assert "fetched from the Hub" in found.message

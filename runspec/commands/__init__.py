@@ -43,6 +43,35 @@ def state_dir(args: argparse.Namespace) -> Path:
     return (args.state or default_state_dir()).absolute()
 
 
+def readable_state(args: argparse.Namespace, command: str) -> Path:
+    """state_dir, once this user can read it and its jobs folder: another user's (root's
+    /var/lib/runspec, 0700) is one line with the fix, not a traceback from deep inside."""
+    import os
+    import pwd
+
+    from runspec.errors import UsageError
+    from runspec.store.paths import StateLayout
+
+    state = state_dir(args)
+    for folder in (state, StateLayout(state).jobs):
+        try:
+            os.scandir(folder).close()
+        except (FileNotFoundError, NotADirectoryError):
+            break  # nothing there yet: the command says so itself
+        except PermissionError as exc:
+            try:
+                owner = pwd.getpwuid(state.stat().st_uid).pw_name
+            except (OSError, KeyError):
+                owner = "another user"
+            part = "" if folder == state else f" (its {folder.name}/)"
+            raise UsageError(
+                f"cannot read the state folder {state}{part}: permission denied, it is "
+                f"{owner}'s: run it as its owner (sudo runspec {command} ...), or give "
+                "--state a folder of your own"
+            ) from exc
+    return state
+
+
 def print_json(data: Any) -> None:
     json.dump(data, sys.stdout, indent=2, sort_keys=False)
     sys.stdout.write("\n")

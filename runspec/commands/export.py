@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from pathlib import Path
@@ -62,20 +63,43 @@ def plan_from(args: argparse.Namespace) -> JobPlan:
     return JobPlan(spec=load_spec(args.spec), install=args.install, setup=setup)
 
 
+def _beside(output: Path, kind: str) -> Path:
+    """task.dstack.yml -> task.dstack.fleet.yml"""
+    return output.with_name(f"{output.stem}.{kind}{output.suffix or '.yml'}")
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
 def run(args: argparse.Namespace) -> Outcome:
     from runspec.engines import export_dstack, export_skypilot
     from runspec.engines.task import task_yaml
 
     plan = plan_from(args)
     spec = plan.spec
+    secrets = plan.secret_names()
+    fleet: dict[str, object] | None = None
+    fleet_file: Path | None = None
     if args.to == "skypilot":
         task = export_skypilot.skypilot_task(plan, args.infra)
-        hint = export_skypilot.launch_hint
+        hint = functools.partial(export_skypilot.launch_hint, secrets=secrets)
     else:
         if args.infra:
             raise UsageError("--infra is SkyPilot's; dstack chooses by its own fleets")
         task = export_dstack.dstack_task(plan)
-        hint = export_dstack.launch_hint
+        fleet = export_dstack.dstack_fleet(plan)
+        fleet_file = None if args.output is None else _beside(args.output, "fleet")
+        if fleet is not None and fleet_file is None:
+            raise UsageError(
+                f"a dstack run across {spec.resources.nodes} nodes comes with its fleet, "
+                "written beside the task: give -o FILE"
+            )
+        shown = None if fleet is None else (str(fleet_file), str(fleet["name"]))
+        hint = functools.partial(export_dstack.launch_hint, secrets=secrets, fleet=shown)
     header = (
         f"Written by runspec export from the spec {spec.name} (sha256 {spec.sha256}).\n"
         "The engine owns the machines; runspec owns done: it exits 0 once the final push\n"
@@ -84,13 +108,15 @@ def run(args: argparse.Namespace) -> Outcome:
     text = task_yaml(task, header)
     where = "FILE" if args.output is None else str(args.output)
     if args.output is not None:
-        try:
-            args.output.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from exc
+        _write(args.output, text)
+    if fleet is not None and fleet_file is not None:
+        _write(fleet_file, task_yaml(fleet, header.split("\n", 1)[0] + " (the run's fleet)"))
     if args.format == "json":
         file = None if args.output is None else str(args.output)
-        print_json({"engine": args.to, "file": file, "task": task, "launch": hint(where)})
+        found = {"task": task, "launch": hint(where)}
+        if fleet is not None:
+            found |= {"fleet": fleet, "fleet_file": str(fleet_file)}
+        print_json({"engine": args.to, "file": file, **found})
     elif args.output is None:
         sys.stdout.write(text)
         print(f"then: {hint(where)}", file=sys.stderr)

@@ -19,7 +19,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runspec.commands import add_format, add_name, add_state, print_json, state_dir
+from runspec.commands import (
+    add_format,
+    add_name,
+    add_state,
+    print_json,
+    readable_state,
+)
 from runspec.errors import Outcome
 from runspec.store.paths import RECORD
 from runspec.store.retire import aside_name, clear, rejected_entry
@@ -67,7 +73,7 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.store.paths import StateLayout
     from runspec.store.state import DamagedRecord, RecordStore, RunStatus
 
-    state = state_dir(args)
+    state = readable_state(args, "rm")
     layout = StateLayout(state)
     store = RecordStore(state)
     job_dir = own_job_folder(layout, args.name)

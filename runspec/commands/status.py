@@ -10,7 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from runspec.commands import add_format, add_name, add_state, print_json, state_dir
+from runspec.commands import (
+    add_format,
+    add_name,
+    add_state,
+    print_json,
+    readable_state,
+)
 from runspec.errors import Outcome
 
 WATCH_EVERY = 2.0
@@ -87,7 +93,7 @@ def run(args: argparse.Namespace) -> Outcome:
 
     if args.hub:
         return _hub(args)
-    state = state_dir(args)
+    state = readable_state(args, "status")
     if not state.is_dir():  # a mistyped --state is no folder, not an idle machine
         raise UsageError(
             f"no state folder {state}: check --state (or RUNSPEC_STATE); "

@@ -8,7 +8,10 @@ job); the job's `environment` is shown in its description, so it carries only th
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +31,14 @@ TORCH_VERSION = "2.14.1"
 DEFAULT_IMAGE = f"pytorch/pytorch:{TORCH_VERSION}-cuda12.8-cudnn9-runtime"
 DEFAULT_ATTEMPTS = 2
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(GB|TB)", re.IGNORECASE)
+# A GPU name with its memory in it, as SkyPilot writes them (A100-80GB, H200-141GB).
+_MEMORY = re.compile(r"^(?P<model>.+?)[-_ ]?(?P<gb>\d+)\s*GB$", re.IGNORECASE)
+# pip installs a git+https reference with git, which pytorch/pytorch's runtime images lack.
+_GITHUB_GIT = re.compile(
+    r"^(?P<name>[A-Za-z0-9._-]+(?:\[[A-Za-z0-9_,-]+\])?)\s*@\s*git\+https://github\.com/"
+    r"(?P<owner>[A-Za-z0-9_.-]+)/(?P<repo>[A-Za-z0-9_.-]+?)(?:\.git)?"
+    r"(?:@(?P<ref>[A-Za-z0-9._-]+))?(?P<fragment>#\S*)?$"
+)
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,7 @@ class Hardware:
     gpu_model: str | None = None
     gpu_count: int = 0
     disk_bytes: int | None = None
+    gpu_gb: float | None = None  # each GPU's memory: the listing's vram is the flavor's total
     cost: float | None = None  # micro-dollars a minute; None: not said
 
 
@@ -69,32 +81,77 @@ class JobRequest:
         }
 
 
+def _bytes(text: str) -> int | None:
+    size = _SIZE.search(text)
+    if size is None:
+        return None
+    return int(float(size.group(1)) * (1e12 if size.group(2).upper() == "TB" else 1e9))
+
+
 def hardware_from(listing: list[Any]) -> list[Hardware]:
     """The client's JobHardwareInfo list as Hardware."""
     found = []
     for item in listing:
         accelerator = getattr(item, "accelerator", None)
-        count = 0
+        count, model, gpu_gb = 0, None, None
         if accelerator is not None:
             digits = re.match(r"\d+", str(getattr(accelerator, "quantity", "1")))
             count = int(digits.group()) if digits else 1
-        size = _SIZE.search(str(getattr(item, "ephemeral_storage", "")))
-        disk = None
-        if size:
-            disk = int(float(size.group(1)) * (1e12 if size.group(2).upper() == "TB" else 1e9))
-        model = None if accelerator is None else str(getattr(accelerator, "model", ""))
+            model = str(getattr(accelerator, "model", ""))
+            vram = _bytes(str(getattr(accelerator, "vram", "")))
+            gpu_gb = None if vram is None else vram / 1e9 / max(count, 1)
+        disk = _bytes(str(getattr(item, "ephemeral_storage", "")))
         cost = getattr(item, "unit_cost_micro_usd", None)
         price = float(cost) if isinstance(cost, (int, float)) and cost >= 0 else None
-        found.append(Hardware(str(item.name), model, count, disk, price))
+        found.append(Hardware(str(item.name), model, count, disk, gpu_gb, price))
     return found
+
+
+def _key(name: str) -> str:
+    """A GPU's name as compared: case, spaces and dashes aside (RTX PRO 6000, rtx-pro-6000)."""
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _same_gpu(asked: str, hw: Hardware) -> bool:
+    """Is the GPU `asked` (SkyPilot's way: A100, A100-80GB) the one this flavor has (HF's
+    way: model A100, its memory in vram)?"""
+    memory = _MEMORY.match(asked.strip())
+    model, gb = (memory["model"], float(memory["gb"])) if memory else (asked, None)
+    if hw.gpu_model is None or _key(hw.gpu_model) != _key(model):
+        return False
+    return gb is None or hw.gpu_gb is None or abs(hw.gpu_gb - gb) < 1
 
 
 def _matches(spec: Spec, hw: Hardware) -> bool:
     asked = spec.resources
     if asked.gpu_name is None:
         return hw.gpu_count == 0
-    model = (hw.gpu_model or "").lower().replace(" ", "-")
-    return model == asked.gpu_name.lower() and hw.gpu_count == asked.gpus_per_node
+    return _same_gpu(asked.gpu_name, hw) and hw.gpu_count == asked.gpus_per_node
+
+
+def _no_fit(spec: Spec, listing: list[Hardware]) -> str:
+    """Why no flavor has the GPUs the spec asks for, with what HF has."""
+    name = spec.resources.gpu_name
+    if name is None:
+        return "no flavor without a GPU: choose one with --flavor (hf jobs hardware lists them)"
+    counts = sorted({hw.gpu_count for hw in listing if _same_gpu(name, hw)})
+    if counts:
+        shown = ", ".join(str(c) for c in counts)
+        return (
+            f"HF Jobs has {name} in flavors of {shown}, not {spec.resources.gpus_per_node}: "
+            "set resources.gpus to one of them (and train.batch to match)"
+        )
+    models: dict[str, list[int]] = {}
+    for hw in listing:
+        if hw.gpu_model:
+            models.setdefault(hw.gpu_model, []).append(hw.gpu_count)
+    shown = ", ".join(
+        f"{model} ({', '.join(str(c) for c in sorted(set(n)))})" for model, n in models.items()
+    )
+    return (
+        f"HF Jobs has no {name}: its GPUs are {shown}; set resources.gpus to one of them "
+        "(hf jobs hardware lists the flavors)"
+    )
 
 
 def choose_flavor(spec: Spec, flavor: str | None, listing: list[Hardware] | None) -> str:
@@ -124,13 +181,7 @@ def choose_flavor(spec: Spec, flavor: str | None, listing: list[Hardware] | None
     else:
         fits = [hw for hw in listing if _matches(spec, hw)]
         if not fits:
-            raise EngineMisfit(
-                "HF Jobs",
-                [
-                    f"no flavor has {spec.resources.gpus or 'no GPU'}: choose one with "
-                    "--flavor (hf jobs hardware lists them) and set resources.gpus to match",
-                ],
-            )
+            raise EngineMisfit("HF Jobs", [_no_fit(spec, listing)])
         # HF's listing is not sorted by price: the cheapest that fits (unpriced ones last).
         hw = min(fits, key=lambda h: (h.cost is None, h.cost or 0.0, h.name))
     disk = spec.resources.disk
@@ -145,13 +196,34 @@ def choose_flavor(spec: Spec, flavor: str | None, listing: list[Hardware] | None
     return hw.name
 
 
+def gitless_install(install: str, image: str) -> str | None:
+    """The requirement pip can install on `image`: as given, or for an image without git
+    (pytorch/pytorch's runtime ones) a GitHub git+https reference as GitHub's archive of the
+    same ref (https://github.com/OWNER/REPO/archive/REF.tar.gz); None when it needs git there
+    and has no archive runspec knows."""
+    if "git+" not in install or not (
+        image.startswith("pytorch/pytorch:") and image.endswith("-runtime")
+    ):
+        return install
+    found = _GITHUB_GIT.match(install.strip())
+    if found is None:
+        return None
+    ref = found["ref"] or "HEAD"
+    archive = f"https://github.com/{found['owner']}/{found['repo']}/archive/{ref}.tar.gz"
+    return f"{found['name']} @ {archive}{found['fragment'] or ''}"
+
+
 def job_request(
     plan: JobPlan,
     token: str | None,
     flavor: str,
     image: str = DEFAULT_IMAGE,
     attempts: int = DEFAULT_ATTEMPTS,
+    environ: Mapping[str, str] | None = None,
 ) -> JobRequest:
+    """`environ`: where each `${NAME}` of the spec's notify: and of the install URL is read,
+    to go to the job as a secret (default: this process's environment)."""
+    environ = os.environ if environ is None else environ
     spec = plan.spec
     reasons = misfits(spec)
     if spec.resources.nodes > 1:
@@ -166,17 +238,32 @@ def job_request(
             "no Hub token to give the job: log in (hf auth login) or set HF_TOKEN; it goes "
             "to the job as a secret"
         )
+    others = [name for name in plan.secret_names() if name != TOKEN_VARIABLE]
+    reasons += [
+        f"{name} is not set here: the spec's notify: or the install URL takes it as "
+        f"${{{name}}}, and it goes to the job as a secret; export {name}=..."
+        for name in others
+        if not environ.get(name)
+    ]
+    install = gitless_install(plan.install, image)
+    if install is None:
+        reasons.append(
+            f"the image {image} has no git, so pip cannot install {plan.install!r}: give "
+            "--install an https archive of the repo (GitHub's: https://github.com/ORG/REPO/"
+            "archive/REF.tar.gz), or --image one with git (e.g. python:3.12)"
+        )
     if reasons:
         raise EngineMisfit("HF Jobs", reasons)
-    assert token is not None
+    assert token is not None and install is not None
+    plan = dataclasses.replace(plan, install=install)
     # HF stores a job's name as a tag, which takes letters, digits, - and _ only.
     label = re.sub(r"[^A-Za-z0-9_-]", "-", spec.name)
-    script = " && ".join([plan.install_line(), *plan.run_lines()])
+    script = " && ".join([plan.install_line(), *plan.run_lines("hf-jobs")])
     return JobRequest(
         image=image,
         command=["bash", "-c", script],
         env={SPEC_VARIABLE: spec.text},
-        secrets={TOKEN_VARIABLE: token},
+        secrets={TOKEN_VARIABLE: token, **{name: environ[name] for name in others}},
         flavor=flavor,
         timeout=plan.cap_seconds,
         attempts=attempts,

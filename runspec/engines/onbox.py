@@ -45,9 +45,11 @@ TITLES = {Engine.SKYPILOT: "SkyPilot", Engine.DSTACK: "dstack", Engine.HF_JOBS: 
 # The variable that holds the run's identity across machines, by engine.
 TASK_ID_VARS = {Engine.SKYPILOT: "SKYPILOT_TASK_ID", Engine.DSTACK: "DSTACK_RUN_ID"}
 # Seconds between the engine's stop signal and its SIGKILL, as planned for. dstack's runner
-# sends SIGKILL 10 s after SIGINT; HF Jobs documents none (plan for dstack's); a cloud's spot
-# notice under SkyPilot gives 30 s (GCP) to 2 minutes (AWS).
-GRACES = {Engine.SKYPILOT: 30.0, Engine.DSTACK: 10.0, Engine.HF_JOBS: 10.0}
+# sends SIGKILL 10 s after SIGINT; HF Jobs documents none (plan for dstack's); SkyPilot tears
+# a preempted or cancelled VM down with no signal at all (sky/core.py, down(): the backend's
+# teardown, after a SIGTERM only with --graceful, which does not wait for the job): plan for
+# dstack's, and push every checkpoint as it is written.
+GRACES = {Engine.SKYPILOT: 10.0, Engine.DSTACK: 10.0, Engine.HF_JOBS: 10.0}
 # Where the grace is this short, every checkpoint is pushed as soon as it is written: when the
 # signal comes, the newest one is already on its way.
 EAGER_BELOW = 15.0

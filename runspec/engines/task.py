@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import yaml
 
 from runspec.errors import Outcome, RunspecError
+from runspec.spec import secreturls
 from runspec.spec.model import Spec
 
 SPEC_VARIABLE = "RUNSPEC_SPEC_YAML"
@@ -62,18 +63,35 @@ class JobPlan:
     def install_line(self) -> str:
         return f"pip install --quiet {shell_word(self.install)}"
 
-    def run_lines(self) -> list[str]:
+    def secret_names(self) -> list[str]:
+        """Every secret the job needs, each once: the Hub token, then each `${NAME}` of the
+        spec's notify: URLs and of the install URL. The engine gives each to the job as a
+        secret (an environment variable there), never written in the file or the request."""
+        texts = [*(self.spec.notify or ()), self.install]
+        found = [name for text in texts for name in secreturls.names(text)]
+        return list(dict.fromkeys([TOKEN_VARIABLE, *found]))
+
+    def run_lines(self, engine: str) -> list[str]:
         """Writes the carried spec back byte for byte, then hands the process to runspec (exec:
-        the engine's SIGINT or SIGTERM reaches runspec itself, not a shell)."""
+        the engine's SIGINT or SIGTERM reaches runspec itself, not a shell). `--engine` names
+        the engine: HF Jobs sets no variable runspec could recognise it by, and a job that did
+        not say so would run each retry as a fresh run with a fresh budget."""
         return [
             f"printf '%s' \"${SPEC_VARIABLE}\" > {SPEC_FILE}",
-            f"exec runspec run {SPEC_FILE}",
+            f"exec runspec run {SPEC_FILE} --engine {engine}",
         ]
 
 
 def shell_word(text: str) -> str:
-    """One single-quoted shell word (the install requirement may hold [ ] and spaces)."""
-    return "'" + text.replace("'", "'\\''") + "'"
+    """One shell word (the install requirement may hold [ ] and spaces): single-quoted, but
+    each `${NAME}` in double quotes, so the job's shell puts the secret NAME there."""
+    parts = secreturls.REF.split(text)
+    quoted = [
+        f'"${{{part}}}"' if odd else "'" + part.replace("'", "'\\''") + "'"
+        for odd, part in ((i % 2 == 1, part) for i, part in enumerate(parts))
+        if odd or part
+    ]
+    return "".join(quoted) or "''"
 
 
 def duration_text(seconds: float) -> str:

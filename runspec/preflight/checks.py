@@ -215,7 +215,7 @@ def _download_url(model: str, file: str) -> tuple[str | None, str]:
 
 
 def _checkpoint_check(model: str, paths: RunPaths) -> CheckResult:
-    if model.startswith("hf://") or (model.count("/") == 1 and "." not in model):
+    if models.is_hub_model(model):
         return passed("weights", f"{model} is fetched from the Hub when training starts")
     path = Path(model).expanduser()
     where = path if path.is_absolute() else paths.weights_cache / path

@@ -14,11 +14,10 @@ Light: the daemon imports this.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
-from urllib.parse import urlsplit
 
 from runspec.spec.model import Spec
+from runspec.spec.modelnames import is_hub_model
 
 HUB_TOKEN_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
@@ -60,9 +59,6 @@ _SECRET_WORDS = frozenset(
 _NOT_SECRETS = frozenset({"HF_TOKEN_PATH", "HF_HUB_DISABLE_IMPLICIT_TOKEN"})
 # Shorter values are not worth blanking in text: "1" or "true" would maim every log line.
 MIN_SECRET_LEN = 8
-_HUB_HOST = "huggingface.co"
-_REPO_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_FILE_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,8}$")
 
 
 def provider_secret_vars() -> frozenset[str]:
@@ -106,34 +102,6 @@ def child_environ(environ: Mapping[str, str], *, hub_token: bool) -> dict[str, s
 def hub_token(environ: Mapping[str, str] | None = None) -> str | None:
     env = os.environ if environ is None else environ
     return next((env[name] for name in HUB_TOKEN_VARS if env.get(name)), None)
-
-
-def _hub_hosts() -> set[str]:
-    hosts = {_HUB_HOST}
-    endpoint = urlsplit(os.environ.get("HF_ENDPOINT") or "").hostname
-    if endpoint:
-        hosts.add(endpoint)
-    return hosts
-
-
-def is_hub_model(ref: object) -> bool:
-    """Is this model reference fetched from a Hub repo (so a private one needs the token)?
-
-    As LibreYOLO reads them: `hf://owner/repo[@rev][/file]`; a bare `owner/repo` (one slash,
-    no file suffix, nothing that reads as a local path); or a URL on the Hub's host. A
-    LibreYOLO weight name (`yolo9-t`, `LibreYOLO9s.pt`) downloads public weights: no token.
-    """
-    if not isinstance(ref, str) or not ref:
-        return False
-    if ref.startswith("hf://"):
-        return True
-    if ref.startswith(("http://", "https://")):
-        host = urlsplit(ref).hostname or ""
-        return any(host == h or host.endswith("." + h) for h in _hub_hosts())
-    parts = ref.split("/")
-    if len(parts) != 2 or ref.startswith((".", "~")) or ":" in ref or "\\" in ref:
-        return False
-    return all(_REPO_PART.match(part) for part in parts) and not _FILE_SUFFIX.search(ref)
 
 
 def trainer_needs_hub_token(models: Iterable[object]) -> bool:

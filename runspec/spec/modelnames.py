@@ -13,12 +13,18 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
+import re
 import sys
 from functools import cache
 from pathlib import Path
+from urllib.parse import urlsplit
 
 TABLE = Path(__file__).resolve().parent.parent / "data" / "libreyolo-models.json"
 WEIGHT_SUFFIXES = (".pt", ".pth", ".safetensors", ".onnx", ".engine", ".torchscript")
+_HUB_HOST = "huggingface.co"
+_REPO_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_FILE_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,8}$")
 
 
 @cache
@@ -42,6 +48,41 @@ def is_checkpoint_ref(model: str) -> bool:
         return True
     lower = model.lower()
     return lower.endswith(WEIGHT_SUFFIXES) and not lower.startswith("libre")
+
+
+def _hub_hosts() -> set[str]:
+    hosts = {_HUB_HOST}
+    endpoint = urlsplit(os.environ.get("HF_ENDPOINT") or "").hostname
+    if endpoint:
+        hosts.add(endpoint)
+    return hosts
+
+
+def is_hub_model(ref: object) -> bool:
+    """Is this model reference fetched from a Hub repo (so a private one needs the token, and
+    a spec's folder never makes it a path)?
+
+    As LibreYOLO reads them: `hf://owner/repo[@rev][/file]`; a bare `owner/repo` (one slash,
+    no file suffix, nothing that reads as a local path); or a URL on the Hub's host. A
+    LibreYOLO weight name (`yolo9-t`, `LibreYOLO9s.pt`) downloads public weights: no token.
+    """
+    if not isinstance(ref, str) or not ref:
+        return False
+    if ref.startswith("hf://"):
+        return True
+    if ref.startswith(("http://", "https://")):
+        host = urlsplit(ref).hostname or ""
+        return any(host == h or host.endswith("." + h) for h in _hub_hosts())
+    parts = ref.split("/")
+    if len(parts) != 2 or ref.startswith((".", "~")) or ":" in ref or "\\" in ref:
+        return False
+    return all(_REPO_PART.match(part) for part in parts) and not _FILE_SUFFIX.search(ref)
+
+
+def is_local_path(model: str) -> bool:
+    """A checkpoint on the machine's disk: not LibreYOLO's own name, not a Hub reference, not
+    a URL. Relative ones mean the spec's folder (runspec.spec.specbase)."""
+    return weights_file(model) is None and not is_hub_model(model) and "://" not in model
 
 
 def problem(model: str) -> str | None:

@@ -19,6 +19,7 @@ from runspec.spec import modelnames as models
 from runspec.spec import resources
 from runspec.spec.envpaths import forbidden_env_path
 from runspec.spec.safepaths import FOLDER_FIELDS, forbidden_folder
+from runspec.spec.secreturls import written_secret
 from runspec.spec.trainargs import BY_KEY, ELSEWHERE, normalise_key
 from runspec.units import DURATION_PATTERN, SIZE_PATTERN, parse_duration, parse_size
 
@@ -302,20 +303,17 @@ def _env(data: dict[str, Any], state: Path | None) -> Iterator[Finding]:
             )
 
 
-# scheme://user:password@...: a password written into the spec itself.
-_URL_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*:(?!\$\{)[^/@\s]+@")
-
-
 def _notify(data: dict[str, Any]) -> Iterator[Finding]:
     urls = data.get("notify")
     if not isinstance(urls, list):
         return
     for index, url in enumerate(urls):
-        if isinstance(url, str) and _URL_PASSWORD.match(url):
+        if isinstance(url, str) and (what := written_secret(url)) is not None:
             yield Finding(
                 ("notify", index),
-                "this URL carries a password: write the URL (or its password) as ${NAME} and "
-                "set NAME in the daemon's environment file, never in a spec",
+                f"this URL holds {what}: write the URL (or its token) as ${{NAME}} and set "
+                "NAME in the daemon's environment file (under an engine: its secrets), "
+                "never in a spec",
             )
 
 

@@ -1,6 +1,7 @@
 """Relative paths in a spec mean the spec file's folder: `dataset.path: data/coco.yaml` next to
 the spec, as a person reads it (and as `train.model: runs/best.pt` is read), not the state
-folder's or wherever the command runs.
+folder's or wherever the command runs. A Hub model (`owner/repo`, `hf://...`) or a URL is no
+path: it stays as written, for LibreYOLO to fetch.
 
 The spec's text stays as written (its sha256 is its identity); the paths are resolved when it
 is built. For an accepted run, the folder is the one its provenance names (`spec_dir`, or the
@@ -16,17 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from runspec.spec.model import Spec
-from runspec.spec.modelnames import weights_file
+from runspec.spec.modelnames import is_local_path
 
 PROVENANCE = "provenance.json"  # beside an accepted spec.yaml (runspec.store.paths)
 
 
-def _model_is_path(model: str) -> bool:
-    return weights_file(model) is None
-
-
 def _relative_path(model: str) -> bool:
-    return _model_is_path(model) and not Path(model).is_absolute()
+    return is_local_path(model) and not Path(model).is_absolute()
 
 
 def rebase(data: dict[str, Any], base: Path) -> dict[str, str]:
@@ -61,6 +58,6 @@ def accepted_base(spec_file: Path) -> Path | None:
 def resolved_paths(spec: Spec) -> dict[str, str]:
     """The spec's file paths as they were resolved, for its provenance."""
     found = {"dataset.path": str(spec.dataset.path) if spec.dataset.path else None}
-    if _model_is_path(spec.train.model):
+    if is_local_path(spec.train.model):
         found["train.model"] = spec.train.model
     return {key: value for key, value in found.items() if value}
