@@ -26,6 +26,7 @@ from pathlib import Path
 from tests.hubhandler import Handler
 from tests.hubjobs import Jobs
 from tests.hubrepo import LFS_THRESHOLD, OPS, Entry, Fault, Repo, Request, blob_id, lfs_entry
+from tests.hubxet import XetStore
 
 __all__ = ["Entry", "HubServer", "Repo", "blob_id"]
 
@@ -52,6 +53,9 @@ class HubServer:
         # beyond its own checks: the real Hub's checks are more than this server's.
         self.card_errors: list[str] = []
         self.jobs = Jobs()  # Hugging Face Jobs: what was asked of it (tests/hubjobs.py)
+        # The Xet path (tests/hubxet.py), off until `enable_xet()`: then LFS files go through
+        # xet-core's content store as they do on the real Hub.
+        self.xet: XetStore | None = None
         self._lies: set[str] = set()
         self._lie_all = False
         self._down = False
@@ -83,6 +87,12 @@ class HubServer:
                 conn.shutdown(socket.SHUT_RDWR)
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+    def enable_xet(self) -> XetStore:
+        """Serve the Xet token routes and the bridge; commits then find LFS files in the store."""
+        if self.xet is None:
+            self.xet = XetStore(self.storage / "cas")
+        return self.xet
 
     # --- fault injection --------------------------------------------------------------------
     def fail(
@@ -141,6 +151,10 @@ class HubServer:
             return fault
 
     # --- inspection and seeding ---------------------------------------------------------------
+    def bytes_stored(self) -> int:
+        """File bytes that reached the store, through LFS uploads or Xet's xorbs."""
+        return self.lfs_bytes_received + (self.xet.stored_bytes() if self.xet else 0)
+
     def count(self, op: str, status: int | None = None) -> int:
         with self._lock:
             return sum(1 for r in self.log if r.op == op and (status is None or r.status == status))
@@ -170,6 +184,8 @@ class HubServer:
         entry = found[1][path]
         if entry.data is not None:
             return entry.data
+        if entry.xet_hash is not None and self.xet is not None:
+            return self.xet.read(entry.xet_hash, entry.size)
         assert entry.sha256 is not None
         return self.lfs_path(entry.sha256).read_bytes()
 

@@ -141,10 +141,13 @@ class HubTarget(PushTarget):
         try:
             self._ensure_repo(api)
             operations = []
+            declare = not _through_xet()
             for item in uploads:
                 op = CommitOperationAdd(path_in_repo=item.entry.path, path_or_fileobj=item.local)
-                # Hashed once already, on this very copy: spare the client a second pass.
-                op.upload_info.sha256 = bytes.fromhex(item.entry.sha256)
+                if declare:
+                    # LFS: hashed once already, on this very copy; spare the client a second
+                    # pass (the read-back in `verify` proves the bytes).
+                    op.upload_info.sha256 = bytes.fromhex(item.entry.sha256)
                 operations.append(op)
             info = api.create_commit(
                 self.repo, operations=operations, commit_message=message, repo_type="model"
@@ -173,7 +176,18 @@ class HubTarget(PushTarget):
                     remote[item.path] = item
         except Exception as exc:  # unverifiable is a verification failure
             return [f"could not read the files at commit {commit}: {one_line(exc)}"]
-        return [p for e in expected if (p := _compare(e, remote.get(e.path)))]
+        problems = [p for e in expected if (p := _compare(e, remote.get(e.path)))]
+        if problems:
+            return problems
+        # The record of an LFS (Xet) file is the sha256 the client declared, or hashed on the
+        # client: only the bytes the Hub serves prove it. A regular file's blob id is the
+        # Hub's own hash of what it received.
+        declared = [
+            item.entry
+            for item in uploaded
+            if getattr(remote.get(item.entry.path), "lfs", None) is not None
+        ]
+        return [f"read-back: {p}" for p in self.read_back(commit, declared)]
 
     def read_back(self, commit: str | None, entries: Sequence[ManifestEntry]) -> list[str]:
         from huggingface_hub import hf_hub_url
@@ -221,6 +235,15 @@ def refusal_status(exc: BaseException) -> int | None:
         return None
     status = int(exc.response.status_code)
     return status if status in PERMANENT_STATUSES else None
+
+
+def _through_xet() -> bool:
+    """Whether huggingface_hub will upload LFS files through Xet (hf_xet installed and not
+    turned off): hf_xet then records a declared sha256 as given (Sha256Policy::Provided in
+    xet-core) instead of hashing the bytes it sends, so none is declared and it hashes them."""
+    from huggingface_hub.utils._runtime import is_xet_available
+
+    return bool(is_xet_available())
 
 
 def _small_file(repo: str, path: str) -> bytes | None:

@@ -15,7 +15,6 @@ The pusher never writes the run's record itself: it tells the run's owner (runsp
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import threading
@@ -32,6 +31,7 @@ from runspec.push.collect import Stager, is_immutable
 from runspec.push.hubrecord import push_first_card, stage_record
 from runspec.push.lost import forget_lost
 from runspec.push.manifest import Manifest, ManifestEntry
+from runspec.push.proven import read_back_rest
 from runspec.push.pushline import pushed_line
 from runspec.push.remote import MANIFEST, RECORD
 from runspec.push.sending import send
@@ -338,14 +338,10 @@ class Pusher:
         sent = self.clock.monotonic() - sending
         ours = [manifest_file.entry, record_file.entry]
         problems = self.target.verify(commit, [*manifest.entries, *ours], uploads)
-        if not problems and final and self.spec.push is not None and self.spec.push.read_back:
-            # The target's record is what the client declared: read the final weights back
-            # and hash the bytes the target really serves before anyone may end the machine.
-            weights = [e for e in manifest.entries if e.path.startswith("weights/")]
-            problems = [f"read-back: {p}" for p in self.target.read_back(commit, weights)]
-            if not problems:
-                self.progress(f"read back {len(weights)} weights files: the bytes match")
-                manifest = dataclasses.replace(manifest, read_back=True)
+        if not problems:  # the bytes sent were read back; the final reads what was not yet
+            wanted = final and self.spec.push is not None and self.spec.push.read_back
+            proof = (commit, manifest, self.verified, uploads, wanted, self.progress)
+            manifest, problems = read_back_rest(self.target, *proof)
         if problems:
             self.verified = forget_lost(self.verified, self.verified_file, self.stager,
                                         manifest, uploads, problems, self.progress)  # fmt: skip
