@@ -109,6 +109,9 @@ class XetStore:
         self.cas_url = f"local://{root}"
         # Every token handed out, as (kind, repo, revision): what a test can ask about.
         self.tokens: list[tuple[str, str, str]] = []
+        # For each bridge request: whether it carried an Authorization header (the Hub token
+        # must not leave the Hub's hosts).
+        self.bridge_auth: list[bool] = []
 
     def token(self, kind: str, repo: str, rev: str) -> tuple[dict[str, str], dict[str, object]]:
         """The token route's answer: its headers and its JSON body."""
@@ -206,6 +209,7 @@ def _bridge(handler: Handler, xet_hash: str, size: int) -> None:
     """The bytes of a Xet file, as cas-bridge serves them (no Range: a whole-file read)."""
     hub = handler.hub
     assert hub.xet is not None
+    hub.xet.bridge_auth.append("Authorization" in handler.headers)
     stream = hub.xet.chunks(xet_hash, size)
     try:
         first = next(stream, b"")

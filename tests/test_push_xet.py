@@ -13,9 +13,11 @@ import hashlib
 import os
 from pathlib import Path
 
+import pytest
 from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download
 
-from runspec.push.base import StagedFile
+from runspec.push.base import PushFailed, StagedFile
+from runspec.push.fetch import Source, read_pushed
 from runspec.push.hub import HubTarget
 from runspec.push.manifest import ManifestEntry, digest_file
 from runspec.store.state import RunStatus
@@ -90,3 +92,27 @@ def test_a_rotten_copy_fails_every_push_not_only_the_final_one(
     pushed = pusher.push_now(final=False, timeout=60)
     assert pushed is not None and pushed.epoch == 2
     assert xet_on.count("xet_bridge") > 0 and xet_on.count("lfs_batch") == 0
+
+
+def test_a_fresh_disk_reads_a_xet_checkpoint_back_whole(
+    xet_on: HubServer, make_run: MakeRun, tmp_path: Path
+) -> None:
+    """A resume on a new machine reads the record and the manifest, then downloads the newest
+    checkpoint through the Hub's redirect to the Xet bridge (another host, no Hub token sent)
+    and keeps it only once its bytes are the manifest's."""
+    run = make_run()
+    run.epoch(2)
+    assert run.pusher().push_now(final=False, timeout=60) is not None
+    pushed = read_pushed(run.spec, run.paths)
+    assert pushed.manifest is not None and pushed.commit is not None
+    entry = pushed.manifest.by_path()["weights/last.pt"]
+    dest = tmp_path / "fresh" / "last.pt"
+    Source(hub="me/run1", commit=pushed.commit).download(entry, dest)
+    assert dest.read_bytes() == (run.run_dir / "weights/last.pt").read_bytes()
+    assert xet_on.xet is not None and xet_on.xet.bridge_auth
+    assert not any(xet_on.xet.bridge_auth), "the Hub token was sent to the bridge's host"
+
+    xet_on.corrupt = True  # the bridge serves other bytes: nothing is kept
+    with pytest.raises(PushFailed, match="is not the verified checkpoint"):
+        Source(hub="me/run1", commit=pushed.commit).download(entry, tmp_path / "bad" / "last.pt")
+    assert not (tmp_path / "bad" / "last.pt").exists()
