@@ -378,6 +378,9 @@ class Handler(BaseHTTPRequestHandler):
             if parent is not None and parent != repo.sha:
                 self._json(412, {"error": "A commit has happened since. Please refresh."})
                 return
+            if (refusal := self.hub.quota_refusal(repo_id)) is not None:
+                self._json(429, {"error": refusal}, {"X-Error-Message": refusal})
+                return
             oid = self.hub._commit(repo, adds, deletes, summary)
         prefix = "" if rtype == "model" else f"{rtype}s/"
         self._json(

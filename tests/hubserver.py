@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import secrets
 import shutil
 import socket
 import threading
+import time
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
@@ -56,6 +58,9 @@ class HubServer:
         # The Xet path (tests/hubxet.py), off until `enable_xet()`: then LFS files go through
         # xet-core's content store as they do on the real Hub.
         self.xet: XetStore | None = None
+        # The commit quota (`limit_commits`): commits allowed per repo per hour, None: no limit.
+        self.commit_limit: int | None = None
+        self._commit_times: dict[str, list[float]] = {}
         self._lies: set[str] = set()
         self._lie_all = False
         self._down = False
@@ -93,6 +98,29 @@ class HubServer:
         if self.xet is None:
             self.xet = XetStore(self.storage / "cas")
         return self.xet
+
+    def limit_commits(self, per_hour: int) -> None:
+        """The Hub's commit quota: past `per_hour` commits to a repo within an hour, a commit
+        is refused with HTTP 429 and the Hub's own words, "You have exceeded the rate limit for
+        repository commits (128 per hour). You can retry this action in 43 minutes" (seen in
+        a public upload log; /work/shared/notes/hub-api.md, "Commit quota and rate limits")."""
+        self.commit_limit = per_hour
+
+    def quota_refusal(self, repo_id: str) -> str | None:
+        """Take one commit of the repo's hour (called with the lock held); the 429's message
+        when the quota is spent."""
+        if self.commit_limit is None:
+            return None
+        now = time.monotonic()
+        times = [t for t in self._commit_times.get(repo_id, []) if t > now - 3600]
+        if len(times) >= self.commit_limit:
+            minutes = max(1, math.ceil((times[0] + 3600 - now) / 60))
+            return (
+                "You have exceeded the rate limit for repository commits "
+                f"({self.commit_limit} per hour). You can retry this action in {minutes} minutes"
+            )
+        self._commit_times[repo_id] = [*times, now]
+        return None
 
     # --- fault injection --------------------------------------------------------------------
     def fail(

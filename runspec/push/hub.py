@@ -20,11 +20,13 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from runspec.checkresult import CheckResult, failed, passed
+from runspec.checkresult import CheckResult, failed, passed, warned
+from runspec.clock import human_duration
 from runspec.hubreach import UNREACHABLE_FIX, endpoint_set, unreachable
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
 from runspec.push.manifest import ManifestEntry
 from runspec.push.owner_check import MAX_BYTES, REUSE_FIX, held_elsewhere
+from runspec.push.quota import QUOTA_FIX, cadence_warning, is_quota_refusal, retry_in
 from runspec.spec.model import Spec
 from runspec.store.paths import RunPaths
 
@@ -114,7 +116,10 @@ class HubTarget(PushTarget):
                 return failed("push", taken, REUSE_FIX)
         user = f"{who['name']}'s token" if who and who.get("name") else "the token"
         state = "exists" if exists else "will be created (private) at the first push"
-        return passed("push", f"{user} may write to model repo {repo}, which {state}")
+        said = f"{user} may write to model repo {repo}, which {state}"
+        if (cadence := cadence_warning(spec.push.every, spec.watch.lease)) is not None:
+            return warned("push", f"{said}; {cadence}", QUOTA_FIX)
+        return passed("push", said)
 
     def _api(self) -> HfApi:
         from huggingface_hub import HfApi
@@ -153,6 +158,14 @@ class HubTarget(PushTarget):
                 self.repo, operations=operations, commit_message=message, repo_type="model"
             )
         except Exception as exc:  # any client or network error fails this push only
+            quota = quota_refusal(exc)
+            if quota is not None:
+                wait = f"the Hub says to retry in {human_duration(quota)}" if quota else ""
+                raise PushFailed(
+                    f"push to {self.description} refused by the Hub's commit quota "
+                    f"(HTTP 429{': ' + wait if wait else ''}): {one_line(exc)}",
+                    retry_after=quota,
+                ) from exc
             status = refusal_status(exc)
             if status is not None:
                 raise PushFailed(
@@ -225,6 +238,19 @@ class HubTarget(PushTarget):
 
 # A 4xx that a retry cannot turn into a success; 408 (timeout) and 429 (slow down) can.
 PERMANENT_STATUSES = frozenset({400, 401, 403, 404, 405, 409, 410, 411, 413, 422})
+
+
+def quota_refusal(exc: BaseException) -> float | None:
+    """For the commit quota's 429: the seconds it says to wait (0.0 when it says none);
+    None for any other error."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    if not isinstance(exc, HfHubHTTPError) or exc.response is None:
+        return None
+    message = f"{exc} {exc.server_message or ''}"
+    if not is_quota_refusal(int(exc.response.status_code), message):
+        return None
+    return retry_in(message) or 0.0
 
 
 def refusal_status(exc: BaseException) -> int | None:
