@@ -82,3 +82,9 @@ def hub_env(hub_server: HubServer, hub_token: str) -> dict[str, str]:
         "HF_HUB_DISABLE_TELEMETRY": "1",
         "HF_HUB_OFFLINE": "0",
     }
+
+
+@pytest.fixture
+def xet_env(xet_on: HubServer, hub_env: dict[str, str]) -> dict[str, str]:
+    """`hub_env` for a child process that pushes through Xet, as on a rented box."""
+    return {**hub_env, "HF_HUB_DISABLE_XET": "0"}
