@@ -26,7 +26,7 @@ from runspec.hubreach import UNREACHABLE_FIX, endpoint_set, unreachable
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
 from runspec.push.manifest import ManifestEntry
 from runspec.push.owner_check import MAX_BYTES, REUSE_FIX, held_elsewhere
-from runspec.push.quota import QUOTA_FIX, cadence_warning, is_quota_refusal, retry_in
+from runspec.push.quota import QUOTA_FIX, cadence_warning, quota_refusal
 from runspec.spec.model import Spec
 from runspec.store.paths import RunPaths
 
@@ -238,19 +238,6 @@ class HubTarget(PushTarget):
 
 # A 4xx that a retry cannot turn into a success; 408 (timeout) and 429 (slow down) can.
 PERMANENT_STATUSES = frozenset({400, 401, 403, 404, 405, 409, 410, 411, 413, 422})
-
-
-def quota_refusal(exc: BaseException) -> float | None:
-    """For the commit quota's 429: the seconds it says to wait (0.0 when it says none);
-    None for any other error."""
-    from huggingface_hub.errors import HfHubHTTPError
-
-    if not isinstance(exc, HfHubHTTPError) or exc.response is None:
-        return None
-    message = f"{exc} {exc.server_message or ''}"
-    if not is_quota_refusal(int(exc.response.status_code), message):
-        return None
-    return retry_in(message) or 0.0
 
 
 def refusal_status(exc: BaseException) -> int | None:

@@ -11,21 +11,22 @@ So runspec counts its own commits to each repo over the last hour and keeps the 
 (a push every `push.every`, an engine's push after each checkpoint) to ROUTINE_SHARE of the limit,
 which leaves room for what must not wait (the final push, a push asked for now, the model card,
 the lease's renewals). A 429 that says when to retry blocks every commit to that repo until
-then, and the pusher retries at that time, not before. The pusher calls `wait()` and
-`committed()`/`refused()`; the lease's writer can call the same (`quota_for(repo)`).
+then, and the pusher retries at that time, not before. The pusher goes through
+`within_quota()`; any other commit (the lease's renewal) through `hub_commit()`.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import TypeVar
 
 from runspec.clock import human_duration
 from runspec.hubreach import endpoint_set
-from runspec.push.base import PushFailed, PushTarget
+from runspec.push.base import PushFailed, PushTarget, one_line
 
 T = TypeVar("T")
 
@@ -51,6 +52,19 @@ def retry_in(message: str) -> float | None:
     count = found[1].lower()
     number = 1.0 if count in ("a", "an", "one") else float(int(count))
     return min(number * _UNITS[found[2].lower()], MAX_RETRY_S)
+
+
+def quota_refusal(exc: BaseException) -> float | None:
+    """For the commit quota's 429 (a huggingface_hub HfHubHTTPError, read by its response and
+    server message): the seconds it says to wait (0.0 when it says none); None for any other
+    error."""
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    if not isinstance(status, int):
+        return None
+    message = f"{exc} {getattr(exc, 'server_message', None) or ''}"
+    if not is_quota_refusal(status, message):
+        return None
+    return retry_in(message) or 0.0
 
 
 def is_quota_refusal(status: int, message: str) -> bool:
@@ -165,3 +179,22 @@ def within_quota(quota: CommitQuota | None, now: float, sending: Callable[[], T]
     if quota is not None:
         quota.committed(now)
     return result
+
+
+def hub_commit(repo: str, commit: Callable[[], T], now: float | None = None) -> T:
+    """One commit to `repo` that is not a push (the lease's renewal), under the same quota as
+    the pushes: not sent while a quota 429 blocks the repo (PushFailed, with the wait), counted
+    when made, and its own quota 429 blocks the repo's pushes too."""
+
+    def sending() -> T:
+        try:
+            return commit()
+        except Exception as exc:
+            seconds = quota_refusal(exc)
+            if seconds is None:
+                raise
+            raise PushFailed(
+                f"{repo}: refused by the Hub's commit quota: {one_line(exc)}", retry_after=seconds
+            ) from exc
+
+    return within_quota(quota_for(repo), time.monotonic() if now is None else now, sending)
