@@ -3,9 +3,10 @@
 One `create_commit` per push; huggingface_hub does preupload, LFS (or, on the real Hub,
 hf_xet) and its own retries of the uploads. Verification reads `get_paths_info` at the very
 commit the push returned and compares each file's size and sha256 (LFS) or git blob id
-(regular files) with the staged copy's. That record is the hash the client declared, so before
-the machine ends, `read_back` downloads the final weights at that commit (streamed, never into
-the Hub cache) and hashes the bytes the Hub really serves.
+(regular files) with the staged copy's. An LFS file's sha256 there is the hash the client
+declared (with Xet, hf_xet records a given one as given), so `verify` then reads back each LFS
+file the push sent, at that commit (streamed, never into the Hub cache), and hashes the bytes
+the Hub really serves: a push is verified only by bytes read.
 
 huggingface_hub is imported only when the target works, so listing targets stays light. The
 endpoint is read from HF_ENDPOINT when a push starts; the token is huggingface_hub's own choice
