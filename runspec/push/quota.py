@@ -111,11 +111,6 @@ class CommitQuota:
                 retry_s = self._times[0] + WINDOW_S - now if self._times else 60.0
             self._blocked_until = now + max(retry_s, 0.0)
 
-    def used(self, now: float) -> int:
-        with self._lock:
-            self._forget(now)
-            return len(self._times)
-
     def _forget(self, now: float) -> None:
         while self._times and self._times[0] <= now - WINDOW_S:
             self._times.popleft()
