@@ -18,6 +18,7 @@ from runspec.clock import SYSTEM
 from runspec.preflight import checks
 from runspec.push import quota
 from runspec.push.base import PushFailed
+from runspec.push.until import push_until_verified
 from tests.fixtures_push import MakeRun, wait_until
 from tests.hubserver import HubServer
 
@@ -109,4 +110,22 @@ def test_a_quota_refusal_of_any_commit_holds_the_pushes_too(
     pusher = run.pusher(clock=SYSTEM)  # the same clock as hub_commit's, as in the daemon
     assert pusher.push_now(final=True, timeout=30) is None
     assert "commit quota allows the next commit in" in (pusher.last_failure or "")
+    assert limit_8.count("commit", 429) == 1
+
+
+def test_a_final_push_the_quota_holds_past_its_time_gives_up_at_once(
+    limit_8: HubServer, make_run: MakeRun
+) -> None:
+    """The Hub says to retry in an hour and the final push has two minutes: it is not tried
+    again and again until they are spent (the machine would only bill meanwhile); the run's
+    push error says why, and the finish's unverified choice can act now."""
+    run = make_run(name="late")
+    for _ in range(8):
+        limit_8.quota_refusal("me/late")
+    run.epoch(2, size=SMALL)
+    pusher = run.pusher(clock=SYSTEM)
+    assert push_until_verified(pusher, final=True, timeout=120, clock=SYSTEM) is None
+    assert not [line for line in run.lines if "retrying in" in line], run.lines
+    error = run.reload().push_error or ""
+    assert "commit quota" in error and "retry in 1h00m" in error, error
     assert limit_8.count("commit", 429) == 1
