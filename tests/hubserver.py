@@ -43,7 +43,8 @@ class HubServer:
         self.log: list[Request] = []
         self.lfs_bytes_received = 0
         self._faults: dict[str, list[Fault]] = {}
-        # LFS downloads serve one byte flipped while the metadata stays right (a rotten store).
+        # LFS downloads (and the Xet bridge's) serve one byte flipped while the metadata stays
+        # right (a rotten store).
         self.corrupt = False
         # Bytes per second for LFS bodies each way, as a rented machine's link has them
         # (bench/bench_budget_share.py); None: the loopback's own speed.
