@@ -9,7 +9,9 @@ under `storage`, never held whole in memory, so 200 MB uploads cost no RAM here 
 Tests steer it through its Python API: `fail()` injects HTTP 500s or dropped connections on
 one kind of request, `lie_about_sha256()` makes paths-info report a wrong hash, `down()` /
 `up()` make every request drop, `put_file()` seeds a repo, `read_file()` reads one back, and
-`log` / `lfs_bytes_received` say what arrived.
+`log` / `lfs_bytes_received` say what arrived. `enable_xet()` turns on the Xet path
+(tests/hubxet.py: the token routes, xet-core's own content store, the download bridge) and
+`limit_commits()` the Hub's commit quota (HTTP 429 in the Hub's words).
 """
 
 from __future__ import annotations
