@@ -59,6 +59,19 @@ def hub_server(
 
 
 @pytest.fixture
+def xet_on(hub_server: HubServer, monkeypatch: pytest.MonkeyPatch) -> HubServer:
+    """`hub_server` with the Xet path on, at both ends, as on a rented box: the server serves
+    the Xet token routes and xet-core's own content store (tests/hubxet.py), and the real
+    client (hf_xet installed, HF_HUB_DISABLE_XET unset) uploads and downloads through it."""
+    hub_server.enable_xet()
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "0")
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None:
+        monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", False)
+    return hub_server
+
+
+@pytest.fixture
 def hub_env(hub_server: HubServer, hub_token: str) -> dict[str, str]:
     """The environment a child process needs to reach `hub_server` (merge into os.environ)."""
     return {
@@ -69,3 +82,9 @@ def hub_env(hub_server: HubServer, hub_token: str) -> dict[str, str]:
         "HF_HUB_DISABLE_TELEMETRY": "1",
         "HF_HUB_OFFLINE": "0",
     }
+
+
+@pytest.fixture
+def xet_env(xet_on: HubServer, hub_env: dict[str, str]) -> dict[str, str]:
+    """`hub_env` for a child process that pushes through Xet, as on a rented box."""
+    return {**hub_env, "HF_HUB_DISABLE_XET": "0"}

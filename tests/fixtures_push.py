@@ -73,14 +73,14 @@ class FakeRun:
     def run_dir(self) -> Path:
         return self.paths.run_dir
 
-    def epoch(self, n: int, best: bool = True, total: int = 10) -> None:
+    def epoch(self, n: int, best: bool = True, total: int = 10, size: int = CKPT_SIZE) -> None:
         """What LibreYOLO and the trainer leave at the end of epoch n (save_period 2)."""
         weights = self.run_dir / "weights"
-        write_checkpoint(weights / "last.pt", n)
+        write_checkpoint(weights / "last.pt", n, size)
         if best:
-            write_checkpoint(weights / "best.pt", n)
+            write_checkpoint(weights / "best.pt", n, size)
         if n % 2 == 0:
-            write_checkpoint(weights / f"epoch_{n}.pt", n)
+            write_checkpoint(weights / f"epoch_{n}.pt", n, size)
         with (self.run_dir / "metrics.jsonl").open("a") as fh:
             fh.write(f'{{"epoch": {n}, "loss": {1.0 / n}}}\n')
         (self.run_dir / "status.json").write_text(

@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
-from tests import hubscheduled
+from tests import hubscheduled, hubxet
 from tests.hubmodels import list_models
 from tests.hubrepo import CHUNK, LFS_THRESHOLD, Entry, Repo, Request, blob_id, lfs_entry
 
@@ -78,7 +78,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             if hub._down:
                 raise _Dropped
-            if op not in ("agent", "lfs_put") and not self._authorised():
+            if op not in ("agent", "lfs_put", "xet_bridge") and not self._authorised():
                 self._drain()
                 self._json(401, {"error": "Invalid credentials in Authorization header"})
                 return
@@ -137,6 +137,8 @@ class Handler(BaseHTTPRequestHandler):
             return "resolve", lambda: self._resolve(
                 _type_of(m["prefix"]), m["repo"], m["rev"], m["path"], method == "HEAD"
             )
+        if self.hub.xet is not None and (found := hubxet.route(self, method, path)) is not None:
+            return found
         if path.startswith("/api/jobs/"):  # Hugging Face Jobs: tests/hubjobs.py
             return self.hub.jobs.route(self, method, path)
         if m := _REPO_API.match(path):
@@ -359,10 +361,13 @@ class Handler(BaseHTTPRequestHandler):
                 data = base64.b64decode(value["content"])
                 adds[value["path"]] = Entry(value["path"], len(data), blob_id(data), data=data)
             elif key == "lfsFile":
-                if not self.hub.lfs_path(value["oid"]).exists():
+                xet = self.hub.xet.find(value["oid"], value["size"]) if self.hub.xet else None
+                if xet is None and not self.hub.lfs_path(value["oid"]).exists():
                     self._json(422, {"error": f"LFS object {value['oid']} was never uploaded"})
                     return
-                adds[value["path"]] = lfs_entry(value["path"], value["oid"], value["size"])
+                adds[value["path"]] = lfs_entry(
+                    value["path"], value["oid"], value["size"], xet.xet_hash if xet else None
+                )
             elif key == "deletedFile":
                 deletes.add(value["path"])
             elif key == "deletedFolder":
@@ -372,6 +377,9 @@ class Handler(BaseHTTPRequestHandler):
             # The Hub's optimistic lock: a commit made on an older head is refused.
             if parent is not None and parent != repo.sha:
                 self._json(412, {"error": "A commit has happened since. Please refresh."})
+                return
+            if (refusal := self.hub.quota_refusal(repo_id)) is not None:
+                self._json(429, {"error": refusal}, {"X-Error-Message": refusal})
                 return
             oid = self.hub._commit(repo, adds, deletes, summary)
         prefix = "" if rtype == "model" else f"{rtype}s/"
@@ -420,6 +428,9 @@ class Handler(BaseHTTPRequestHandler):
         entry = files.get(path)
         if entry is None:
             self._not_found("EntryNotFound", f"{path} does not exist at {rev}")
+            return
+        if entry.xet_hash is not None:
+            hubxet.redirect(self, sha, entry)
             return
         etag = entry.sha256 or entry.oid
         headers = {

@@ -17,6 +17,8 @@ OPS = (
     "tree",
     "paths_info",
     "resolve",
+    "xet_token",
+    "xet_bridge",
 )
 
 
@@ -32,6 +34,7 @@ class Entry:
     oid: str  # git blob id (regular) or the pointer's blob id (LFS)
     sha256: str | None = None  # set for LFS files
     data: bytes | None = None  # regular files only
+    xet_hash: str | None = None  # stored through Xet (tests/hubxet.py): its content hash there
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -42,6 +45,8 @@ class Entry:
         }
         if self.sha256 is not None:
             out["lfs"] = {"oid": self.sha256, "size": self.size, "pointerSize": 134}
+        if self.xet_hash is not None:
+            out["xetHash"] = self.xet_hash  # as the Hub lists a Xet file (hf_api.py:712-719)
         return out
 
 
@@ -86,6 +91,6 @@ class Request:
     bytes_in: int
 
 
-def lfs_entry(path: str, sha256: str, size: int) -> Entry:
+def lfs_entry(path: str, sha256: str, size: int, xet_hash: str | None = None) -> Entry:
     pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n"
-    return Entry(path, size, blob_id(pointer.encode()), sha256=sha256)
+    return Entry(path, size, blob_id(pointer.encode()), sha256=sha256, xet_hash=xet_hash)

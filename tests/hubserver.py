@@ -9,23 +9,28 @@ under `storage`, never held whole in memory, so 200 MB uploads cost no RAM here 
 Tests steer it through its Python API: `fail()` injects HTTP 500s or dropped connections on
 one kind of request, `lie_about_sha256()` makes paths-info report a wrong hash, `down()` /
 `up()` make every request drop, `put_file()` seeds a repo, `read_file()` reads one back, and
-`log` / `lfs_bytes_received` say what arrived.
+`log` / `lfs_bytes_received` say what arrived. `enable_xet()` turns on the Xet path
+(tests/hubxet.py: the token routes, xet-core's own content store, the download bridge) and
+`limit_commits()` the Hub's commit quota (HTTP 429 in the Hub's words).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import secrets
 import shutil
 import socket
 import threading
+import time
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from tests.hubhandler import Handler
 from tests.hubjobs import Jobs
 from tests.hubrepo import LFS_THRESHOLD, OPS, Entry, Fault, Repo, Request, blob_id, lfs_entry
+from tests.hubxet import XetStore
 
 __all__ = ["Entry", "HubServer", "Repo", "blob_id"]
 
@@ -40,7 +45,8 @@ class HubServer:
         self.log: list[Request] = []
         self.lfs_bytes_received = 0
         self._faults: dict[str, list[Fault]] = {}
-        # LFS downloads serve one byte flipped while the metadata stays right (a rotten store).
+        # LFS downloads (and the Xet bridge's) serve one byte flipped while the metadata stays
+        # right (a rotten store).
         self.corrupt = False
         # Bytes per second for LFS bodies each way, as a rented machine's link has them
         # (bench/bench_budget_share.py); None: the loopback's own speed.
@@ -52,6 +58,12 @@ class HubServer:
         # beyond its own checks: the real Hub's checks are more than this server's.
         self.card_errors: list[str] = []
         self.jobs = Jobs()  # Hugging Face Jobs: what was asked of it (tests/hubjobs.py)
+        # The Xet path (tests/hubxet.py), off until `enable_xet()`: then LFS files go through
+        # xet-core's content store as they do on the real Hub.
+        self.xet: XetStore | None = None
+        # The commit quota (`limit_commits`): commits allowed per repo per hour, None: no limit.
+        self.commit_limit: int | None = None
+        self._commit_times: dict[str, list[float]] = {}
         self._lies: set[str] = set()
         self._lie_all = False
         self._down = False
@@ -83,6 +95,35 @@ class HubServer:
                 conn.shutdown(socket.SHUT_RDWR)
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+    def enable_xet(self) -> XetStore:
+        """Serve the Xet token routes and the bridge; commits then find LFS files in the store."""
+        if self.xet is None:
+            self.xet = XetStore(self.storage / "cas")
+        return self.xet
+
+    def limit_commits(self, per_hour: int) -> None:
+        """The Hub's commit quota: past `per_hour` commits to a repo within an hour, a commit
+        is refused with HTTP 429 and the Hub's own words, "You have exceeded the rate limit for
+        repository commits (128 per hour). You can retry this action in 43 minutes" (seen in
+        a public upload log; /work/shared/notes/hub-api.md, "Commit quota and rate limits")."""
+        self.commit_limit = per_hour
+
+    def quota_refusal(self, repo_id: str) -> str | None:
+        """Take one commit of the repo's hour (called with the lock held); the 429's message
+        when the quota is spent."""
+        if self.commit_limit is None:
+            return None
+        now = time.monotonic()
+        times = [t for t in self._commit_times.get(repo_id, []) if t > now - 3600]
+        if len(times) >= self.commit_limit:
+            minutes = max(1, math.ceil((times[0] + 3600 - now) / 60))
+            return (
+                "You have exceeded the rate limit for repository commits "
+                f"({self.commit_limit} per hour). You can retry this action in {minutes} minutes"
+            )
+        self._commit_times[repo_id] = [*times, now]
+        return None
 
     # --- fault injection --------------------------------------------------------------------
     def fail(
@@ -141,6 +182,10 @@ class HubServer:
             return fault
 
     # --- inspection and seeding ---------------------------------------------------------------
+    def bytes_stored(self) -> int:
+        """File bytes that reached the store, through LFS uploads or Xet's xorbs."""
+        return self.lfs_bytes_received + (self.xet.stored_bytes() if self.xet else 0)
+
     def count(self, op: str, status: int | None = None) -> int:
         with self._lock:
             return sum(1 for r in self.log if r.op == op and (status is None or r.status == status))
@@ -170,6 +215,8 @@ class HubServer:
         entry = found[1][path]
         if entry.data is not None:
             return entry.data
+        if entry.xet_hash is not None and self.xet is not None:
+            return self.xet.read(entry.xet_hash, entry.size)
         assert entry.sha256 is not None
         return self.lfs_path(entry.sha256).read_bytes()
 

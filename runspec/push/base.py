@@ -34,11 +34,16 @@ class PushFailed(RunspecError):
     """A push that did not reach the target or could not be verified there (one line).
 
     `permanent`: the target refused it in a way that trying again does not change (an HTTP
-    403 or 404: a token that may not write, a repo that is not there), not an outage."""
+    403 or 404: a token that may not write, a repo that is not there), not an outage.
+    `retry_after`: seconds the target said to wait before trying again (the Hub's commit
+    quota), else None."""
 
-    def __init__(self, message: str, permanent: bool = False) -> None:
+    def __init__(
+        self, message: str, permanent: bool = False, retry_after: float | None = None
+    ) -> None:
         super().__init__(message)
         self.permanent = permanent
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)

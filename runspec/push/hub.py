@@ -3,9 +3,10 @@
 One `create_commit` per push; huggingface_hub does preupload, LFS (or, on the real Hub,
 hf_xet) and its own retries of the uploads. Verification reads `get_paths_info` at the very
 commit the push returned and compares each file's size and sha256 (LFS) or git blob id
-(regular files) with the staged copy's. That record is the hash the client declared, so before
-the machine ends, `read_back` downloads the final weights at that commit (streamed, never into
-the Hub cache) and hashes the bytes the Hub really serves.
+(regular files) with the staged copy's. An LFS file's sha256 there is the hash the client
+declared (with Xet, hf_xet records a given one as given), so `verify` then reads back each LFS
+file the push sent, at that commit (streamed, never into the Hub cache), and hashes the bytes
+the Hub really serves: a push is verified only by bytes read.
 
 huggingface_hub is imported only when the target works, so listing targets stays light. The
 endpoint is read from HF_ENDPOINT when a push starts; the token is huggingface_hub's own choice
@@ -20,7 +21,8 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from runspec.checkresult import CheckResult, failed, passed
+from runspec.checkresult import CheckResult, failed, passed, warned
+from runspec.clock import human_duration
 from runspec.hubreach import UNREACHABLE_FIX, endpoint_set, unreachable
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
 from runspec.push.manifest import ManifestEntry
@@ -31,6 +33,7 @@ from runspec.push.owner_check import (
     held_elsewhere,
     may_not_write,
 )
+from runspec.push.quota import QUOTA_FIX, cadence_warning, quota_refusal
 from runspec.spec.model import Spec
 from runspec.store.paths import RunPaths
 
@@ -120,7 +123,10 @@ class HubTarget(PushTarget):
                 return failed("push", taken, REUSE_FIX)
         user = f"{who['name']}'s token" if who and who.get("name") else "the token"
         state = "exists" if exists else "will be created (private) at the first push"
-        return passed("push", f"{user} may write to model repo {repo}, which {state}")
+        said = f"{user} may write to model repo {repo}, which {state}"
+        if (cadence := cadence_warning(spec.push.every, spec.watch.lease)) is not None:
+            return warned("push", f"{said}; {cadence}", QUOTA_FIX)
+        return passed("push", said)
 
     def _api(self) -> HfApi:
         from huggingface_hub import HfApi
@@ -147,15 +153,26 @@ class HubTarget(PushTarget):
         try:
             self._ensure_repo(api)
             operations = []
+            declare = not _through_xet()
             for item in uploads:
                 op = CommitOperationAdd(path_in_repo=item.entry.path, path_or_fileobj=item.local)
-                # Hashed once already, on this very copy: spare the client a second pass.
-                op.upload_info.sha256 = bytes.fromhex(item.entry.sha256)
+                if declare:
+                    # LFS: hashed once already, on this very copy; spare the client a second
+                    # pass (the read-back in `verify` proves the bytes).
+                    op.upload_info.sha256 = bytes.fromhex(item.entry.sha256)
                 operations.append(op)
             info = api.create_commit(
                 self.repo, operations=operations, commit_message=message, repo_type="model"
             )
         except Exception as exc:  # any client or network error fails this push only
+            quota = quota_refusal(exc)
+            if quota is not None:
+                wait = f"the Hub says to retry in {human_duration(quota)}" if quota else ""
+                raise PushFailed(
+                    f"push to {self.description} refused by the Hub's commit quota "
+                    f"(HTTP 429{': ' + wait if wait else ''}): {one_line(exc)}",
+                    retry_after=quota,
+                ) from exc
             status = refusal_status(exc)
             if status is not None:
                 raise PushFailed(
@@ -179,7 +196,18 @@ class HubTarget(PushTarget):
                     remote[item.path] = item
         except Exception as exc:  # unverifiable is a verification failure
             return [f"could not read the files at commit {commit}: {one_line(exc)}"]
-        return [p for e in expected if (p := _compare(e, remote.get(e.path)))]
+        problems = [p for e in expected if (p := _compare(e, remote.get(e.path)))]
+        if problems:
+            return problems
+        # The record of an LFS (Xet) file is the sha256 the client declared, or hashed on the
+        # client: only the bytes the Hub serves prove it. A regular file's blob id is the
+        # Hub's own hash of what it received.
+        declared = [
+            item.entry
+            for item in uploaded
+            if getattr(remote.get(item.entry.path), "lfs", None) is not None
+        ]
+        return [f"read-back: {p}" for p in self.read_back(commit, declared)]
 
     def read_back(self, commit: str | None, entries: Sequence[ManifestEntry]) -> list[str]:
         from huggingface_hub import hf_hub_url
@@ -227,6 +255,15 @@ def refusal_status(exc: BaseException) -> int | None:
         return None
     status = int(exc.response.status_code)
     return status if status in PERMANENT_STATUSES else None
+
+
+def _through_xet() -> bool:
+    """Whether huggingface_hub will upload LFS files through Xet (hf_xet installed and not
+    turned off): hf_xet then records a declared sha256 as given (Sha256Policy::Provided in
+    xet-core) instead of hashing the bytes it sends, so none is declared and it hashes them."""
+    from huggingface_hub.utils._runtime import is_xet_available
+
+    return bool(is_xet_available())
 
 
 def _small_file(repo: str, path: str) -> bytes | None:

@@ -4,9 +4,9 @@ Triggers only set flags and wake the worker thread, so the lifecycle loop never 
 network: `notify_checkpoint()` after each epoch marker, `request_scheduled()` every `push.every` (a
 job in the daemon's scheduler, runspec.timers, or in the pusher's own, run by its worker), and
 `push_now()` (the only blocking call, bounded by its timeout) for the final push and on interrupts.
-Commits are at most one per `min_interval` (the Hub limits commit rates; pushes asked for meanwhile
-coalesce into one). A failed push is recorded as the run's `push_error` and retried with backoff;
-training never waits for it.
+Commits are at most one per `min_interval`, within the Hub's commit quota (runspec.push.quota);
+pushes asked for meanwhile coalesce into one. A failed push is recorded as the run's `push_error`
+and retried with backoff; training never waits for it.
 
 Only a push whose every file was checked at the target counts as the run's `last_push`; the
 manifest of that push is kept in `<job_dir>/pushed.json` so unchanged files are not sent again.
@@ -15,7 +15,6 @@ The pusher never writes the run's record itself: it tells the run's owner (runsp
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import threading
@@ -32,7 +31,9 @@ from runspec.push.collect import Stager, is_immutable
 from runspec.push.hubrecord import push_first_card, stage_record
 from runspec.push.lost import forget_lost
 from runspec.push.manifest import Manifest, ManifestEntry
+from runspec.push.proven import read_back_rest
 from runspec.push.pushline import pushed_line
+from runspec.push.quota import hub_quota, within_quota
 from runspec.push.remote import MANIFEST, RECORD
 from runspec.push.sending import send
 from runspec.push.targets import make_target
@@ -82,6 +83,7 @@ class Pusher:
         self.retry_base = retry_base
         self.retry_max = retry_max
         self.target = target or make_target(spec, paths)
+        self.quota = hub_quota(self.target)  # the Hub's commit quota (runspec.push.quota)
         self.stager = Stager(spec, paths, clock)
         self.verified_file = paths.pushed_manifest
         self.verified = Manifest.load(self.verified_file)
@@ -191,6 +193,7 @@ class Pusher:
     def _due_trigger(self) -> str | None:
         now = self.clock.monotonic()
         interval_over = self._last_commit is None or now >= self._last_commit + self.min_interval
+        interval_over = interval_over and (not self.quota or self.quota.wait(now, True) <= 0)
         if self._retry_at is not None:
             if now < self._retry_at or not interval_over:
                 return None
@@ -263,8 +266,10 @@ class Pusher:
         )
         now = self.clock.monotonic()
         with self._cond:
+            # The retry also waits out the Hub's commit quota (a 429's "retry in N minutes")
+            # and the commit interval: the delay said is the real one.
+            delay = max(delay, self.quota.wait(now, False) if self.quota else 0.0)
             self._retry_at = now + delay
-            # The retry also waits out the commit interval: the delay said is the real one.
             if self._last_commit is not None:
                 delay = max(delay, self._last_commit + self.min_interval - now)
         log.debug("%s: %s (retry in %.0f s)", self.spec.name, message, delay)
@@ -334,18 +339,14 @@ class Pusher:
         size = sum(item.entry.size for item in uploads)
         meter = Meter(f"pushing {what}{' (final)' if final else ''}", size, self.progress,
                       clock=self.clock, snapshot=self.paths.transfer_file)  # fmt: skip
-        commit = send(self.target, uploads, message, meter)
+        commit = within_quota(
+            self.quota, sending, lambda: send(self.target, uploads, message, meter)
+        )
         sent = self.clock.monotonic() - sending
         ours = [manifest_file.entry, record_file.entry]
         problems = self.target.verify(commit, [*manifest.entries, *ours], uploads)
-        if not problems and final and self.spec.push is not None and self.spec.push.read_back:
-            # The target's record is what the client declared: read the final weights back
-            # and hash the bytes the target really serves before anyone may end the machine.
-            weights = [e for e in manifest.entries if e.path.startswith("weights/")]
-            problems = [f"read-back: {p}" for p in self.target.read_back(commit, weights)]
-            if not problems:
-                self.progress(f"read back {len(weights)} weights files: the bytes match")
-                manifest = dataclasses.replace(manifest, read_back=True)
+        if not problems:  # the bytes sent were read back; the final reads what was not yet
+            manifest, problems = read_back_rest(self, commit, manifest, uploads)
         if problems:
             self.verified = forget_lost(self.verified, self.verified_file, self.stager,
                                         manifest, uploads, problems, self.progress)  # fmt: skip

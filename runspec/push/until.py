@@ -1,5 +1,6 @@
 """The push that must happen now (an interrupt, the final push): pushed again after a
-failure, with a growing pause, until one is verified or its time is up."""
+failure, with a growing pause (at least until the Hub's commit quota lets a commit through),
+until one is verified or its time is up."""
 
 from __future__ import annotations
 
@@ -38,6 +39,10 @@ def push_until_verified(
             return pushed
         failures += 1
         pause = pause_after(failures, FIRST_PAUSE_S, MAX_PAUSE_S)
+        if pusher.quota is not None:
+            # The Hub's commit quota holds the repo: nothing is sent before it lets go, and
+            # when that is after this push's time, waiting for it only bills.
+            pause = max(pause, pusher.quota.wait(clock.monotonic(), False))
         left = end - clock.monotonic()
         if pusher.last_permanent:
             pusher.progress(warning(f"not tried again: {pusher.last_failure}"))
