@@ -1,0 +1,73 @@
+"""Every command that answers for the daemon says what will happen (issue 35).
+
+`runspec push NAME` verified a finished run's weights and answered "no finish applied (the
+machine stays)" while the machine's end its run had armed (deferred, waiting for those very
+weights) stood in machine.json: the daemon's next entry then applied it, a destroy now that
+the weights were safe. The provider is the local stand-in for vast.ai's API
+(tests/fixtures_providers.py); the push is the real command into a push folder.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from runspec.machine.endgame import Endgame
+from runspec.machine.host import FinishHost
+from runspec.run.accept import accept
+from runspec.spec.loader import load_spec
+from runspec.store.owner import RunLock, RunOwner
+from runspec.store.paths import StateLayout
+from runspec.store.state import RecordStore, RunStatus, Termination
+from tests.fixtures_daemon import runspec_cli
+from tests.fixtures_providers import StandIn, vast_answers_stopped
+from tests.fixtures_run import SpecWriter
+from tests.test_machine_safety import pushed, trained
+
+VAST = {"CONTAINER_ID": "4242", "CONTAINER_API_KEY": "vast-key-answers-test"}
+
+
+def test_push_says_the_armed_machine_end_it_makes_due(
+    tmp_path: Path, write_spec: SpecWriter, standin: StandIn, provider_env: dict[str, str]
+) -> None:
+    vast_answers_stopped(standin)
+    state = tmp_path / "state"
+    finish = {"action": "destroy", "provider": "vast", "unverified": "stop"}
+    spec = load_spec(write_spec("later", finish=finish, push={"dir": str(tmp_path / "vol")}))
+    accept(spec, state)
+    # Another run is being driven (its owner's lock held, as a `runspec run` holds it): the
+    # machine's end waits for it.
+    accept(load_spec(write_spec("next", push={"dir": str(tmp_path / "vol")})), state)
+    layout = StateLayout(state)
+    driver = RunLock(layout.run_paths("next"))
+    driver.acquire()
+    store = RecordStore(state)
+    other = store.load("next")
+    assert other is not None
+    for status in (RunStatus.PREFLIGHT, RunStatus.STAGING, RunStatus.TRAINING):
+        store.transition(other, status, "test")
+    paths = layout.run_paths("later")
+    trained(paths, 1)  # weights on this disk only: the final push never verified
+    store = RecordStore(state)
+    record = pushed(store, "later", Termination.COMPLETED)
+    store.transition(record, RunStatus.FINISHING, "completed; applying the finish action")
+    host = FinishHost(env={**provider_env, **VAST}, end_window=30.0, retry_base=0.1)
+    said: list[str] = []
+    # The run's own end: armed for the machine, deferred while the other run is driven.
+    Endgame(layout, host=host, say=said.append).finish_run(spec, paths, RunOwner(store, record))
+    assert standin.made("DELETE") == [] and standin.made("PUT") == [], said
+    assert json.loads(layout.machine_file.read_text())["pending"]["step"] == "armed"
+
+    out = runspec_cli("push", "later", "--state", str(state))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "the machine stays" not in out.stdout, out.stdout
+    assert "the machine's end armed for later (finish.action destroy) is still due" in out.stdout
+    as_json = runspec_cli("push", "later", "--state", str(state), "--json")
+    assert "still due" in json.loads(as_json.stdout)["machine_end"], as_json.stdout
+    # And it is what happens: once the other run has ended, the next entry ends the machine,
+    # now by the spec's destroy: the weights are verified.
+    store.transition(other, RunStatus.PUSHING, "test", Termination.CANCELLED)
+    store.transition(other, RunStatus.FINISHED, "cancelled")
+    driver.release()
+    Endgame(layout, host=host, say=said.append).enter()
+    assert len(standin.made("DELETE")) == 1, said
