@@ -10,18 +10,23 @@ the weights were safe. The provider is the local stand-in for vast.ai's API
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
+
+import pytest
 
 from runspec.machine.endgame import Endgame
 from runspec.machine.host import FinishHost
 from runspec.run.accept import accept
 from runspec.spec.loader import load_spec
-from runspec.store.owner import RunLock, RunOwner
+from runspec.store.owner import RunLock, RunOwner, daemon_holder
 from runspec.store.paths import StateLayout
 from runspec.store.state import RecordStore, RunStatus, Termination
-from tests.fixtures_daemon import runspec_cli
+from runspec.trainer.launcher import TrainerHandle
+from tests.fixtures_daemon import end_leftovers, runspec_cli
 from tests.fixtures_providers import StandIn, vast_answers_stopped
-from tests.fixtures_run import SpecWriter
+from tests.fixtures_run import SpecWriter, wait_record
 from tests.test_machine_safety import pushed, trained
 
 VAST = {"CONTAINER_ID": "4242", "CONTAINER_API_KEY": "vast-key-answers-test"}
@@ -71,3 +76,40 @@ def test_push_says_the_armed_machine_end_it_makes_due(
     driver.release()
     Endgame(layout, host=host, say=said.append).enter()
     assert len(standin.made("DELETE")) == 1, said
+
+
+@pytest.mark.training
+def test_daemon_stop_says_the_trainer_it_leaves_running(
+    tmp_path: Path, write_spec: SpecWriter
+) -> None:
+    """`daemon --stop` said "runspecd stopped" and nothing of the run it drove: its trainer
+    keeps running, detached, with nobody to push it, stop it by the budget or end the machine.
+    A real daemon, a real training."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    config = tmp_path / "runspecd.yaml"
+    config.write_text("# defaults\n")
+    config.chmod(0o600)
+    common = ("--state", str(state), "--config", str(config))
+    spec = write_spec(
+        "left", epochs=200, push={"dir": str(tmp_path / "vol"), "every": "1h"},
+        preflight={"disk": "600MB"}, finish={"action": "none"},
+    )  # fmt: skip
+    try:
+        started = runspec_cli("daemon", "--detach", *common)
+        assert started.returncode == 0, started.stdout + started.stderr
+        submitted = runspec_cli("submit", str(spec), "--state", str(state))
+        assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+        wait_record(state, "left", lambda r: r["epoch"] >= 1, timeout=300)
+        stopped = runspec_cli("daemon", "--stop", *common, timeout=400)
+        handle = TrainerHandle.find(StateLayout(state).run_paths("left"))
+        alive = handle is not None and handle.alive()
+    finally:
+        holder = daemon_holder(StateLayout(state))
+        if holder is not None:
+            os.kill(holder.pid, signal.SIGKILL)
+        end_leftovers(state)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert alive, "the trainer was expected to outlive the daemon, as the answer says"
+    assert "left: its trainer keeps running, detached" in stopped.stdout, stopped.stdout
+    assert "until `runspec daemon --state" in stopped.stdout, stopped.stdout
