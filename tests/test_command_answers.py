@@ -113,3 +113,30 @@ def test_daemon_stop_says_the_trainer_it_leaves_running(
     assert alive, "the trainer was expected to outlive the daemon, as the answer says"
     assert "left: its trainer keeps running, detached" in stopped.stdout, stopped.stdout
     assert "until `runspec daemon --state" in stopped.stdout, stopped.stdout
+
+
+def test_rm_says_what_a_run_at_its_finish_and_its_armed_end_come_to(
+    tmp_path: Path, write_spec: SpecWriter
+) -> None:
+    """rm of a run applying its finish pointed at `runspec cancel`, which refuses such a run;
+    rm of a run whose machine end is armed said nothing of that end, which still applies."""
+    state = tmp_path / "state"
+    finish = {"action": "destroy", "provider": "vast", "unverified": "stop"}
+    spec = load_spec(write_spec("gone", finish=finish, push={"dir": str(tmp_path / "vol")}))
+    accept(spec, state)
+    layout = StateLayout(state)
+    paths = layout.run_paths("gone")
+    trained(paths, 1)
+    store = RecordStore(state)
+    record = pushed(store, "gone", Termination.COMPLETED)
+    store.transition(record, RunStatus.FINISHING, "completed; applying the finish action")
+    refused = runspec_cli("rm", "gone", "--state", str(state))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "is applying its finish" in refused.stderr and "cancel" not in refused.stderr
+    store.transition(record, RunStatus.FINISHED, "finish deferred to the machine's end")
+    Endgame(layout, say=print).arm(
+        "gone", spec.finish, hourly_cost=None, weights=str(paths.run_dir), why="test"
+    )
+    removed = runspec_cli("rm", "gone", "--run-folder", "--state", str(state))
+    assert removed.returncode == 0, removed.stdout + removed.stderr
+    assert "the machine's end it armed (destroy) is still due" in removed.stdout, removed.stdout
