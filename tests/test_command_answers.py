@@ -140,3 +140,12 @@ def test_rm_says_what_a_run_at_its_finish_and_its_armed_end_come_to(
     removed = runspec_cli("rm", "gone", "--run-folder", "--state", str(state))
     assert removed.returncode == 0, removed.stdout + removed.stderr
     assert "the machine's end it armed (destroy) is still due" in removed.stdout, removed.stdout
+
+
+def test_submit_with_no_daemon_says_the_spec_waits(tmp_path: Path, write_spec: SpecWriter) -> None:
+    state = tmp_path / "state"
+    (state / "inbox").mkdir(parents=True, mode=0o700)
+    state.chmod(0o700)
+    out = runspec_cli("submit", str(write_spec("waits")), "--state", str(state))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"no runspecd runs on {state} now: it waits in the inbox" in out.stdout, out.stdout

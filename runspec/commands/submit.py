@@ -93,7 +93,8 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.spec.yamlload import too_big
     from runspec.store.atomic import write_bytes
     from runspec.store.hint import command
-    from runspec.store.paths import provenance_sidecar
+    from runspec.store.owner import daemon_holder
+    from runspec.store.paths import StateLayout, provenance_sidecar
 
     # The same reader as the inbox's: a FIFO or a device is refused at once, and nothing is
     # read past the size limit (`runspec submit /dev/zero` must not eat the machine's memory).
@@ -145,4 +146,10 @@ def run(args: argparse.Namespace) -> Outcome:
             f"follow it with: {command(f'status {spec.name}', state)}   "
             f"(or {command(f'logs {spec.name} -f', state)})"
         )
+        if inbox == (state / "inbox").absolute() and daemon_holder(StateLayout(state)) is None:
+            # The answer is what will happen: with no daemon, nothing picks the file up yet.
+            print(
+                f"no runspecd runs on {state} now: it waits in the inbox until one starts "
+                f"(`{command('daemon --detach', state)}`, or `systemctl start runspecd`)"
+            )
     return Outcome.OK
