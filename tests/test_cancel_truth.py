@@ -149,3 +149,31 @@ def test_a_cancel_left_before_the_finish_began_is_still_honoured(
         record = Lifecycle(spec, paths, RecordStore(state), options).run()
     assert record.status is RunStatus.FINISHED and "cancelled" in record.reason
     assert standin.made("DELETE") == [] and standin.made("PUT") == [], said
+
+
+def test_a_cancel_left_for_whoever_drives_next_survives_the_resume_at_the_final_push(
+    tmp_path: Path, write_spec: SpecWriter, standin: StandIn, provider_env: dict[str, str]
+) -> None:
+    """A run left in its final push with nobody driving it: `cancel` says whoever drives it
+    next applies no finish; `run --resume` (the next driver) used to delete the request and
+    then destroyed the machine."""
+    vast_answers_stopped(standin)
+    state = tmp_path / "state"
+    spec_file = write_spec("orphan", finish=DESTROY, push={"dir": str(tmp_path / "volume")})
+    spec = load_spec(spec_file)
+    accept(spec, state)
+    trained(StateLayout(state).run_paths("orphan"), 1)
+    store = RecordStore(state)
+    record = pushed(store, "orphan", Termination.COMPLETED)  # its driver died here
+    record.epoch = record.total_epochs = 1
+    store.save(record)
+    cancel = _cancel(state, "orphan")
+    assert cancel.returncode == 0, cancel.stderr
+    assert "whoever drives it next" in cancel.stdout and "applies no finish" in cancel.stdout
+    proc = start_run(spec_file, state, {**provider_env, **VAST}, "--resume")
+    code, out = finish_run(proc, timeout=240)
+    assert code == 0, out[-4000:]
+    assert "the cancel asked before stands: no finish follows the final push" in out, out
+    assert standin.made("DELETE") == [] and standin.made("PUT") == [], out[-4000:]
+    ended = record_of(state, "orphan")
+    assert ended["status"] == "finished" and "cancelled" in ended["reason"], ended["reason"]

@@ -285,13 +285,24 @@ def _reopen(
     if handle is None or not handle.alive():  # a live one is re-attached, its files kept
         _clear_trainer(paths)
     store.save(record)
-    return line
+    return line + _cancel_left(paths, old)
+
+
+def _cancel_left(paths: RunPaths, old: RunStatus) -> str:
+    """A cancel `runspec cancel` accepted while nobody drove the run ("whoever drives it next"):
+    at the final push it stands (no finish follows, as it said); before, the resume asked
+    for since supersedes it. Said either way."""
+    if not paths.cancel_file.exists():
+        return ""
+    if old in UNFINISHED_END:
+        return "; the cancel asked before stands: no finish follows the final push"
+    paths.cancel_file.unlink(missing_ok=True)
+    return "; the cancel asked before is dropped: this resume continues the run"
 
 
 def _clear_trainer(paths: RunPaths) -> None:
     """The old trainer's result and requests: a new one must not read them as its own."""
     paths.trainer_file.unlink(missing_ok=True)
-    paths.cancel_file.unlink(missing_ok=True)
     for name in (control.RESULT_FILE, control.STOP_FILE, control.STOPPING_FILE):
         (paths.control_dir / name).unlink(missing_ok=True)
 
