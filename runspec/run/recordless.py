@@ -20,11 +20,11 @@ from runspec.errors import UsageError
 from runspec.printable import printable
 from runspec.push.fetch import Pushed
 from runspec.push.hubrecord import newest_checkpoint
-from runspec.push.remote import SPEC
+from runspec.push.remote import RECORD, SPEC
 from runspec.spec.model import Spec
 from runspec.store.state import PushRecord, RunRecord, RunStatus, Termination
 
-LOST = "record.json is gone from its push target: rebuilt from the manifest"
+LOST = f"{RECORD} is gone from its push target: rebuilt from the manifest"
 
 
 def holds_weights(spec: Spec, pushed: Pushed) -> bool:
@@ -52,7 +52,7 @@ def rebuilt_record(
     if copy is None or copy.sha256 not in ours:
         raise refusal(
             f"{pushed.where} holds weights of a run named {spec.name!r} but no runspec record, "
-            "and its runspec/spec.yaml is not this spec: nothing vouches they are this run's. "
+            f"and its {SPEC} is not this spec: nothing vouches they are this run's. "
             "Resume it with the spec it ran, or push to another repo (or folder) to start over"
         )
     checkpoint = newest_checkpoint(manifest.entries)
@@ -85,7 +85,7 @@ def rebuilt_record(
 
 def unknown_start_line(record: RunRecord, where: str, keep_budget: bool) -> str:
     """What the budget line adds for a rebuilt record: its start is not known."""
-    gone = f"runspec/record.json is gone from {where}: rebuilt from its manifest (epoch "
+    gone = f"{RECORD} is gone from {where}: rebuilt from its manifest (epoch "
     if not keep_budget:
         return gone + f"{record.epoch})"
     start = printable(str(record.budget_started_at))

@@ -24,9 +24,8 @@ from runspec.store.room import is_unwritable
 @contextlib.contextmanager
 def cancel_gate(paths: RunPaths) -> Iterator[None]:
     """Hold the run's cancel lock for the block (waiting for whoever holds it)."""
-    path = paths.job_dir / "cancel.lock"
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(paths.cancel_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except OSError as exc:
         if not is_unwritable(exc):
             raise
