@@ -48,11 +48,16 @@ class RunRequests:
     def cancel(self) -> None:
         self.cancelled.set()
 
-    def poll_cancel(self, paths: RunPaths, say: Callable[[str], None]) -> bool:
+    def poll_cancel(
+        self,
+        paths: RunPaths,
+        say: Callable[[str], None],
+        line: str = "cancel requested; stopping at the next epoch boundary",
+    ) -> bool:
         """`runspec cancel` leaves a file for whoever drives the run (the daemon or a
-        `runspec run`): take it as a request. True when a cancel is pending."""
+        `runspec run`): take it as a request, said as `line`. True when a cancel is pending."""
         if not self.cancelled.is_set() and paths.cancel_file.exists():
-            say("cancel requested; stopping at the next epoch boundary")
+            say(line)
             self.cancelled.set()
         return self.cancelled.is_set()
 

@@ -1,14 +1,21 @@
 """`runspec daemon --stop`: end the daemon of a state folder the way systemd does (SIGTERM: it
-pushes what it drives, then exits) and wait until it has let the state folder go."""
+saves its state and exits; under a system shutdown it pushes the newest checkpoint first), wait
+until it has let the state folder go, and say what is left: a run's trainer keeps running,
+detached, with nobody to push it or end the machine until a daemon drives it again; queued runs
+and a machine end armed wait for the next daemon; a failsafe left armed still fires."""
 
 from __future__ import annotations
 
 import os
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runspec.commands import print_json
 from runspec.errors import Outcome
+
+if TYPE_CHECKING:
+    from runspec.store.paths import StateLayout
 
 STOP_WAIT_S = 300.0  # its shutdown push has this long, as under systemd's TimeoutStopSec
 
@@ -35,8 +42,50 @@ def stop(state: Path, as_json: bool) -> Outcome:
             raise RunspecError(f"runspecd (pid {holder.pid}) is still stopping; see its log")
         SYSTEM.sleep(0.2)
     layout.daemon_pid.unlink(missing_ok=True)
+    left = left_behind(layout)
     if as_json:
-        print_json({"stopped": holder.pid})
+        print_json({"stopped": holder.pid, "left": left})
     else:
         print(f"runspecd (pid {holder.pid}) stopped")
+        for line in left:
+            print(line)
     return Outcome.OK
+
+
+def left_behind(layout: StateLayout) -> list[str]:
+    """What goes on, or waits, with no daemon: one line each, read from the state folder."""
+    from runspec.machine.leftarmed import left_armed
+    from runspec.machine.machinefile import load_pending
+    from runspec.store.hint import command
+    from runspec.store.state import RecordStore, RunStatus
+    from runspec.trainer.launcher import TrainerHandle
+
+    again = f"`{command('daemon', layout.state)}` (or `systemctl start runspecd`)"
+    lines: list[str] = []
+    queued = 0
+    for record in RecordStore(layout.state).scan().records:
+        if record.status is RunStatus.QUEUED:
+            queued += 1
+            continue
+        if record.status is RunStatus.FINISHED:
+            continue
+        paths = layout.run_paths(record.name)
+        handle = TrainerHandle.find(paths)
+        if handle is not None and handle.alive():
+            lines.append(
+                f"{record.name}: its trainer keeps running, detached; nothing pushes it, "
+                f"stops it by the budget or ends the machine until {again} drives it again"
+            )
+        else:
+            lines.append(f"{record.name}: left {record.status.value}; {again} goes on with it")
+        if (armed := left_armed(paths)) is not None:
+            lines.append(f"{record.name}: {armed}")
+    if queued:
+        lines.append(f"{queued} queued run(s) wait for the next daemon: {again}")
+    pending = load_pending(layout)
+    if pending is not None and pending.step != "applied":
+        lines.append(
+            f"the machine's end armed for {pending.run} ({pending.finish.action.value}) waits "
+            f"for the next daemon: {again}"
+        )
+    return lines

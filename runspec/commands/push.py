@@ -52,6 +52,25 @@ def _finish(spec: Spec, paths: RunPaths, owner: RunOwner, say: Callable[[str], N
     Endgame(paths.layout, say=say).finish_run(spec, paths, owner)
 
 
+def _no_finish(paths: RunPaths) -> str:
+    """What follows a push without --finish: nothing from this command, but a machine end
+    armed before (a deferred finish that waited for these weights) is then applied by
+    whoever enters the machine's end next: said, never "the machine stays" over it."""
+    from runspec.machine.machinefile import load_pending
+    from runspec.store.owner import daemon_holder
+
+    pending = load_pending(paths.layout)
+    if pending is None or pending.step == "applied":
+        return "no finish applied (the machine stays)"
+    daemon = daemon_holder(paths.layout)
+    by = f"the daemon ({daemon}) applies it" if daemon else "the next daemon applies it"
+    return (
+        f"no finish applied by this command, but the machine's end armed for {pending.run} "
+        f"(finish.action {pending.finish.action.value}) is still due: {by} once no run is "
+        "driven or queued, judged on the weights now verified"
+    )
+
+
 def _said(owner: RunOwner) -> str:
     return str(owner.record.finish.get("summary") or owner.record.reason)
 
@@ -112,6 +131,8 @@ def run(args: argparse.Namespace) -> Outcome:
                 "verified": pushed is not None,
                 "push": None if pushed is None else vars(pushed),
                 "error": owner.record.push_error if pushed is None else None,
+                "then": None if pushed is None else _said(owner) if args.finish else None,
+                "machine_end": None if pushed is None or args.finish else _no_finish(paths),
             }
         )
     elif pushed is not None:
@@ -119,11 +140,7 @@ def run(args: argparse.Namespace) -> Outcome:
         print(
             f"verified: epoch {pushed.epoch}, {len(pushed.files)} files at "
             f"{pusher.target.description}{at}; "
-            + (
-                f"finish: {_said(owner)}"
-                if args.finish
-                else "no finish applied (the machine stays)"
-            )
+            + (f"finish: {_said(owner)}" if args.finish else _no_finish(paths))
         )
     else:
         print(error(f"NOT verified: {owner.record.push_error or 'the push did not verify'}"))

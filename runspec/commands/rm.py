@@ -86,6 +86,11 @@ def run(args: argparse.Namespace) -> Outcome:
         record = store.load(args.name)
     except DamagedRecord:
         record = None  # a damaged run is exactly what rm is for
+    if record is not None and record.status is RunStatus.FINISHING:
+        raise UsageError(  # its end is decided: a cancel is refused now (runspec cancel)
+            f"run {args.name!r} is applying its finish; rm it once it has finished "
+            f"(`{command(f'status {args.name}', state)}`)"
+        )
     if record is not None and record.status is not RunStatus.FINISHED:
         raise UsageError(
             f"run {args.name!r} is still {record.status.value}; stop it first with "
@@ -117,10 +122,15 @@ def run(args: argparse.Namespace) -> Outcome:
         lock.release()
     kept = [str(aside)] if aside is not None else []
     tomb = str(buried) if buried is not None else None
+    due = _end_still_due(layout, args.name)
     if args.format == "json":
-        print_json({"removed": removed, "kept": kept, "name": args.name, "tombstone": tomb})
+        print_json(
+            {"removed": removed, "kept": kept, "name": args.name, "tombstone": tomb, "due": due}
+        )
     else:
         print(printable(f"removed run {args.name}: {', '.join(removed)}"))
+        if due:
+            print(printable(due))
         for folder in kept:
             print(printable(f"kept its run folder as {folder}; the name {args.name} is free"))
         if tomb is not None:
@@ -131,6 +141,19 @@ def run(args: argparse.Namespace) -> Outcome:
                 )
             )
     return Outcome.OK
+
+
+def _end_still_due(layout: StateLayout, name: str) -> str | None:
+    """A machine end the run armed outlives its record: said, as it will still be applied."""
+    from runspec.machine.machinefile import load_pending
+
+    pending = load_pending(layout)
+    if pending is None or pending.run != name or pending.step == "applied":
+        return None
+    return (
+        f"the machine's end it armed ({pending.finish.action.value}) is still due: it is "
+        "applied once no run is driven or queued"
+    )
 
 
 def _rm_rejected(args: argparse.Namespace, state: Path) -> Outcome:

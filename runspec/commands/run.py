@@ -81,6 +81,7 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.machine.verdict import run_outcome, run_safety
     from runspec.run.accept import accept
     from runspec.run.beside import refuse_beside_daemon
+    from runspec.run.finalsignals import after_stop_signal
     from runspec.run.lifecycle import Lifecycle, LifecycleOptions
     from runspec.spec.loader import load_spec
     from runspec.spec.provenance import git_info
@@ -181,7 +182,8 @@ def run(args: argparse.Namespace) -> Outcome:
         for line in summary_lines(spec, paths, record):
             progress(line)
     if engine is not None:
-        return engine_outcome(record, run_safety(paths, spec, record))
+        outcome = engine_outcome(record, run_safety(paths, spec, record))
+        return after_stop_signal(outcome, record, lifecycle.requests.interrupted.is_set())
     return run_outcome(run_safety(paths, spec, record), record)
 
 
@@ -194,6 +196,7 @@ def engine_watch(
     from runspec.engines.onbox import GraceWatch, engine_outcome, hard_exit
     from runspec.errors import EXIT_CODES
     from runspec.machine.verdict import run_safety
+    from runspec.run.finalsignals import after_stop_signal
     from runspec.trainer.launcher import TrainerHandle
     from runspec.voice import warning
 
@@ -206,6 +209,7 @@ def engine_watch(
             handle.kill_now()
         record = lifecycle.record
         outcome = engine_outcome(record, run_safety(lifecycle.paths, lifecycle.spec, record))
+        outcome = after_stop_signal(outcome, record, signalled=True)
         say(f"exit {EXIT_CODES[outcome]} ({outcome.value})")
         hard_exit(EXIT_CODES[outcome])
 

@@ -126,6 +126,7 @@ MACHINE_FAULTS = (
     "Connection reset by peer",
     "Connection closed by peer",
     "rendezvous timed out",  # the other nodes never came: ask for a fresh set
+    "PeerHung",  # a node froze (runspec.trainer.peerwatch): ask for a fresh set
 )
 
 

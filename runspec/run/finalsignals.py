@@ -4,6 +4,11 @@ The first signal is said at once: what runspec is doing (the final push, retried
 or until its time is up), that no finish action follows, and what a second signal will do. The
 second gives the push up at once; the run is then left finished with its weights unverified,
 which `runspec push NAME`, `runspec rm` and `--resume` all take.
+
+Under an engine a stop signal that comes before the final push is verified never exits 0
+("done, final push verified"), even when every weight is verified already (each checkpoint
+is pushed as it is written): the record, the log and the card are not, so it exits 75 and the
+engine's fresh machine resumes and finishes the final push (or 3 when weights are unverified).
 """
 
 from __future__ import annotations
@@ -12,11 +17,13 @@ from typing import TYPE_CHECKING
 
 from runspec.budget import deadline_of
 from runspec.clock import utc_iso
+from runspec.errors import Outcome
 from runspec.store.hint import command
 from runspec.voice import error, warning
 
 if TYPE_CHECKING:
     from runspec.run.lifecycle import Lifecycle
+    from runspec.store.state import RunRecord
 
 
 def window_left(lc: Lifecycle) -> float:
@@ -61,3 +68,13 @@ class FinalPushSignals:
             )
         )
         return True
+
+
+def after_stop_signal(outcome: Outcome, record: RunRecord, signalled: bool) -> Outcome:
+    """An engine's exit status once its stop signal came: "done" (0) only with the final push
+    verified; a final push left unfinished with every weight verified asks for a fresh
+    machine (75), which resumes the run and finishes it."""
+    final_verified = record.last_push is not None and record.last_push.final
+    if signalled and outcome is Outcome.OK and not final_verified:
+        return Outcome.RETRY
+    return outcome

@@ -32,6 +32,7 @@ from runspec.dataset.staging import stage_dataset
 from runspec.errors import Outcome, RunspecError
 from runspec.push.base import PushFailed
 from runspec.push.fetch import read_pushed
+from runspec.run.recordless import holds_weights
 from runspec.run.resume import fetch_checkpoint, no_checkpoint, remote_record, resuming_line
 from runspec.spec.model import Spec
 from runspec.store.paths import RunPaths
@@ -58,8 +59,8 @@ def resume_point(spec: Spec, paths: RunPaths, asked: bool, say: Callable[[str], 
     if spec.push is None:
         return Start()
     pushed = read_pushed(spec, paths)
-    if pushed.record is None and not asked:
-        return Start()  # the first attempt
+    if pushed.record is None and not asked and not holds_weights(spec, pushed):
+        return Start()  # the first attempt (a target with the run's weights resumes, as node 0)
     remote = remote_record(spec, pushed, paths.state)
     epochs = planned_epochs(spec, remote)  # node 0 keeps the schedule its record holds
     checkpoint = fetch_checkpoint(spec, paths, pushed.manifest, pushed.commit)

@@ -35,6 +35,7 @@ from runspec.push.receipt import send_receipt
 from runspec.push.report import prepare
 from runspec.push.until import push_until_verified
 from runspec.requests import RunRequests
+from runspec.run.cancelend import cancelled_before_finish, decide_end
 from runspec.run.finalsignals import FinalPushSignals, window_left
 from runspec.run.supervise import RunParts, Supervisor, SupervisorOptions
 from runspec.spec.model import Spec
@@ -53,8 +54,6 @@ if TYPE_CHECKING:
     from runspec.timers import Timers
 
 log = logging.getLogger("runspec.run.lifecycle")
-
-NO_FINISH = frozenset({Termination.CANCELLED, Termination.INTERRUPTED})
 
 
 @dataclass(frozen=True)
@@ -373,17 +372,17 @@ class Lifecycle:
                     window_left(self),
                     self.clock.time(),
                 )
-        term = self.record.termination or Termination.COMPLETED
-        if term in NO_FINISH or not self.options.finish or self.requests.interrupted.is_set():
-            nxt = f"no finish action ({term.value}): the machine is kept"
+        why = decide_end(self)  # None: moved to finishing, under `runspec cancel`'s lock
+        if why is not None:
+            nxt = f"no finish action ({why}): the machine is kept"
             said = messages.ended(self.spec, self.paths, self.record, pushed is not None, nxt)
             # Waited for (bounded): `runspec run` ends right after, and its threads with it.
             self.alerts.send_and_wait(said)
-            self._move(RunStatus.FINISHED, f"{term.value}; finish action not applied")
-        else:
-            self._move(RunStatus.FINISHING, f"{term.value}; applying the finish action")
+            self._move(RunStatus.FINISHED, f"{why}; finish action not applied")
 
     def _finish(self) -> None:
+        if cancelled_before_finish(self):
+            return
         endgame = Endgame(
             self.paths.layout,
             clock=self.clock,

@@ -34,6 +34,7 @@ from runspec.push.fetch import Pushed, Source, read_pushed
 from runspec.push.hubrecord import newest_checkpoint
 from runspec.push.manifest import Manifest
 from runspec.run.accept import accept
+from runspec.run.recordless import holds_weights, rebuilt_record, unknown_start_line
 from runspec.spec.model import Spec
 from runspec.store.hint import command
 from runspec.store.paths import RunPaths
@@ -104,7 +105,10 @@ def resume_run(
         fetched_at = commit if checkpoint is not None else None
     if checkpoint is None and record.status is RunStatus.FINISHED:
         raise no_checkpoint(spec, state, target)
+    lost = target is not None and pushed is not None and pushed.record is None
+    said = unknown_start_line(record, source, keep_budget) if lost else ""
     line = _reopen(spec, paths, record, store, keep_budget, clock, source)
+    line = f"{said}; {line}" if said else line
     return Resumed(record, checkpoint, source, line, fetched_at)
 
 
@@ -189,6 +193,9 @@ def _from_target(
 def remote_record(spec: Spec, pushed: Pushed, state: Path) -> RunRecord:
     """The run's record as its target holds it, once it names this run and this spec and may
     be resumed (not terminal, not complete); raises CannotResume."""
+    rebuilt = rebuilt_record(spec, pushed, CannotResume)
+    if rebuilt is not None:
+        return rebuilt  # the record is gone, this run's verified weights are not
     if pushed.record is None or pushed.manifest is None:
         raise CannotResume(
             f"nothing to resume: no run {spec.name!r} on this disk, and {pushed.where} holds no "
@@ -278,13 +285,24 @@ def _reopen(
     if handle is None or not handle.alive():  # a live one is re-attached, its files kept
         _clear_trainer(paths)
     store.save(record)
-    return line
+    return line + _cancel_left(paths, old)
+
+
+def _cancel_left(paths: RunPaths, old: RunStatus) -> str:
+    """A cancel `runspec cancel` accepted while nobody drove the run ("whoever drives it next"):
+    at the final push it stands (no finish follows, as it said); before, the resume asked
+    for since supersedes it. Said either way."""
+    if not paths.cancel_file.exists():
+        return ""
+    if old in UNFINISHED_END:
+        return "; the cancel asked before stands: no finish follows the final push"
+    paths.cancel_file.unlink(missing_ok=True)
+    return "; the cancel asked before is dropped: this resume continues the run"
 
 
 def _clear_trainer(paths: RunPaths) -> None:
     """The old trainer's result and requests: a new one must not read them as its own."""
     paths.trainer_file.unlink(missing_ok=True)
-    paths.cancel_file.unlink(missing_ok=True)
     for name in (control.RESULT_FILE, control.STOP_FILE, control.STOPPING_FILE):
         (paths.control_dir / name).unlink(missing_ok=True)
 
@@ -320,7 +338,7 @@ def resume_under_engine(spec: Spec, state: Path, engine: str) -> Resumed | None:
         pushed = read_pushed(spec, RunPaths.decide(spec, state.absolute()))
     except PushFailed:
         return None  # nothing readable there: the first attempt's preflight says why
-    if pushed.record is None:
-        return None
+    if pushed.record is None and not holds_weights(spec, pushed):
+        return None  # a first attempt: nothing of this run's there to overwrite
     via = f"{engine} (a new attempt)"
     return resume_run(spec, state, keep_budget=True, via=via, pushed=pushed)

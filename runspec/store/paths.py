@@ -18,6 +18,8 @@
     spec.yaml                the spec as received; provenance.json beside it
     runspec.log              the lifecycle's log for this run (pushed with it)
     cancel.json              a request to cancel the run, for whoever drives it
+    cancel.lock              held while `cancel` or the run's driver looks at the request
+                             and decides the run's end (runspec.store.cancelgate)
     train_job.json           what the trainer was started with
     trainer.json             its identity (unit or pid, start time, boot id)
     control/                 the trainer's side: stop, deadline, epoch.json, result.json
@@ -261,6 +263,10 @@ class RunPaths:
     @property
     def cancel_file(self) -> Path:
         return self.layout.cancel_file(self.name)
+
+    @property
+    def cancel_lock(self) -> Path:
+        return self.job_dir / "cancel.lock"
 
     @property
     def train_job_file(self) -> Path:

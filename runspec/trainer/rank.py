@@ -18,6 +18,7 @@ from runspec.budget import eval_interval_from_args
 from runspec.trainer.control import TrainJob
 from runspec.trainer.heavyimports import heavy_imports
 from runspec.trainer.multinode import announce_stop, listen_for_stop, write_rank_error
+from runspec.trainer.peerwatch import PeerWatch
 
 with heavy_imports():  # torch, torchvision and LibreYOLO
     from runspec.trainer.child import StopControl, TrainingStopped, train_kwargs
@@ -42,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update(job.env)
     ctl = Path(job.control_dir)
     listen_for_stop(ctl)
+    peers = PeerWatch(ctl)  # a hung peer ends this rank within RUNSPEC_PEER_SILENCE
+    peers.start()
     try:
         device = resolve_device(job.device)
         model = build_model(job, device, job.args.get("pretrained", True))
@@ -50,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         if device == "cpu":
             kwargs["sync_bn"] = False  # SyncBatchNorm works with GPU modules only
         model.train(**kwargs)
+        peers.done()
     except BaseException as exc:
         write_rank_error(ctl, exc)
         raise
