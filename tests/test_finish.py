@@ -483,6 +483,7 @@ def test_failsafe_arms_a_transient_timer_at_deadline_plus_overrun(tmp_path: Path
         "runspec.machine.failsafe",
         "fire",
         f"--state={tmp_path / 'state'}",
+        f"--spec-sha256={failsafe.armed_sha256(spec)}",  # a rewritten spec is refused
         "fs1",
     ]
     assert not any(VAST_KEY in part for part in argv)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import hashlib
 import json
 import logging
 import shutil
@@ -36,6 +37,7 @@ from runspec.machine import watcher
 from runspec.machine.endgame import Endgame
 from runspec.machine.host import FinishHost
 from runspec.machine.watcher import end_unconfirmed
+from runspec.secrets.undumpable import make_undumpable
 from runspec.spec.loader import load_accepted
 from runspec.spec.model import FinishAction, Spec
 from runspec.store.atomic import write_json_atomic
@@ -94,11 +96,26 @@ def arm_command(
         "runspec.machine.failsafe",
         "fire",
         f"--state={paths.state}",
+        *_armed_with(spec),
         spec.name,
     ]
     if dry_run:
         argv.insert(-1, "--dry-run")
     return argv
+
+
+def armed_sha256(spec: Spec) -> str | None:
+    """The sha256 of the spec.yaml the run was accepted with: of the text accept wrote there
+    (a byte order mark the file came with is not in it), which is the file's when it is read
+    back. None for a spec without its text."""
+    return hashlib.sha256(spec.text.encode("utf-8")).hexdigest() if spec.text else None
+
+
+def _armed_with(spec: Spec) -> list[str]:
+    """The spec the failsafe is armed with, by its sha256 on its own command line: the one copy
+    nothing on the box can rewrite (a trainer outside systemd reaches the job folder)."""
+    digest = armed_sha256(spec)
+    return [f"--spec-sha256={digest}"] if digest else []
 
 
 def disarm_command(name: str) -> list[str]:
@@ -189,6 +206,7 @@ def watch_command(
         "watch",
         f"--state={paths.state}",
         f"--at={at:.0f}",
+        *_armed_with(spec),
     ]
     return [*argv, *(["--dry-run"] if dry_run else []), spec.name]
 
@@ -261,8 +279,10 @@ def fire(
     dry_run: bool = False,
     progress: Callable[[str], None] = print,
     host: FinishHost | None = None,
+    armed_sha256: str | None = None,
 ) -> int:
-    """What the timer runs. 0 when nothing was needed or the finish did its part."""
+    """What the timer runs. 0 when nothing was needed or the finish did its part.
+    `armed_sha256`: the spec it was armed with; a spec.yaml that is not that one is refused."""
     # Only firing reads a spec: arming stays importable with the lightest dependencies.
 
     layout = StateLayout(state_dir)
@@ -294,6 +314,11 @@ def fire(
         progress(f"failsafe: {name}: cannot read the run's spec, nothing applied: {exc}")
         _note_fired(paths, clock, {"applied": False, "why": f"spec unreadable: {exc}"})
         return 1
+    changed = _changed(spec, armed_sha256)
+    if changed is not None:
+        progress(f"failsafe: {name}: {changed}")
+        _note_fired(paths, clock, {"applied": False, "why": changed})
+        return 1
     # The failsafe is the last one asking: past the deadline plus overrun it keeps asking the
     # provider for the whole end window, not the shorter floor an end on the box gets.
     base = host or FinishHost()
@@ -303,6 +328,19 @@ def fire(
     result = outcome.result.to_json() if outcome.result is not None else None
     _note_fired(paths, clock, {"applied": result is not None, "why": outcome.why, "result": result})
     return 0 if outcome.result is not None and outcome.result.ok else 1
+
+
+def _changed(spec: Spec, armed_sha256: str | None) -> str | None:
+    """Why the job folder's spec is not the one the failsafe was armed with, or None. Its
+    finish (a command run as root with the provider's keys at hand), its notify URLs and its
+    push target would all be someone else's: nothing of it is acted on."""
+    if not armed_sha256 or spec.sha256 == armed_sha256:
+        return None
+    return (
+        f"its spec.yaml changed since the failsafe was armed (sha256 {spec.sha256[:12]}, armed "
+        f"with {armed_sha256[:12]}): nothing applied, for something on this machine rewrote "
+        "it. End the machine through the provider's console, and look at what ran there"
+    )
 
 
 def _note_fired(paths: RunPaths, clock: Clock, fired: dict[str, Any]) -> None:
@@ -325,20 +363,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     fire_p = sub.add_parser("fire", help="apply the run's unverified finish if it has not ended")
     fire_p.add_argument("--state", type=Path, required=True)
     fire_p.add_argument("--dry-run", action="store_true")
+    fire_p.add_argument("--spec-sha256", help="the spec it was armed with")
     fire_p.add_argument("name")
     watch_p = sub.add_parser("watch", help="without systemd: wait for the fire time, then fire")
     watch_p.add_argument("--state", type=Path, required=True)
     watch_p.add_argument("--at", type=float, required=True, help="epoch seconds")
     watch_p.add_argument("--dry-run", action="store_true")
+    watch_p.add_argument("--spec-sha256", help="the spec it was armed with")
     watch_p.add_argument("name")
     args = parser.parse_args(argv)
+    # It holds the provider's keys (the daemon's environment): no process of its uid without
+    # CAP_SYS_PTRACE (a trainer outside systemd) reads its /proc/PID/environ or ptraces it.
+    make_undumpable()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.cmd == "watch":
         paths = StateLayout(args.state).run_paths(args.name)
         return watcher.watch(
-            paths, args.at, lambda: fire(args.state, args.name, dry_run=args.dry_run)
+            paths,
+            args.at,
+            lambda: fire(
+                args.state, args.name, dry_run=args.dry_run, armed_sha256=args.spec_sha256
+            ),
         )
-    return fire(args.state, args.name, dry_run=args.dry_run)
+    return fire(args.state, args.name, dry_run=args.dry_run, armed_sha256=args.spec_sha256)
 
 
 if __name__ == "__main__":

@@ -353,6 +353,13 @@ def run(job: TrainJob, job_file: Path | None = None) -> TrainerResult:
     )
 
 
+def put_up_walls(job: TrainJob) -> None:
+    """Outside systemd (a session trainer) its unit's walls are its own to put up, before the
+    dataset's files and the loaders run; under its unit they change nothing."""
+    for refused in wall_in(off_limits(layout_of_control_dir(Path(job.control_dir)))):
+        print(f"runspec.trainer: {refused}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m runspec.trainer")
     parser.add_argument("--job", type=Path, required=True, help="the TrainJob JSON")
@@ -374,10 +381,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return control.EXIT_DUPLICATE
-    # Outside systemd (a session trainer) its unit's walls are its own to put up, before the
-    # dataset's files and the loaders run; under its unit they change nothing.
-    for refused in wall_in(off_limits(layout_of_control_dir(Path(job.control_dir)))):
-        print(f"runspec.trainer: {refused}", file=sys.stderr)
+    put_up_walls(job)
     # Stamped like runspec.log's lines: `runspec logs` puts what comes between (LibreYOLO's
     # lines, a traceback) in time order with runspec's own.
     print(f"{utc_iso(SYSTEM.time())} runspec.trainer: starting (pid {os.getpid()})", flush=True)

@@ -1,0 +1,174 @@
+"""Outside systemd the trainer reaches what its unit would give it and no more (issue 34): code
+in the trainer that rewrites its job's spec.yaml to a `finish: command` and kills its driver
+never has that command run by the failsafe, which holds the keys."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runspec.clock import utc_iso
+from runspec.machine import failsafe, watcher
+from runspec.run.accept import accept
+from runspec.spec.loader import load_spec_text
+from runspec.store.paths import RunPaths
+from runspec.store.state import RecordStore, RunStatus
+from runspec.trainer import launcher
+from tests.fixtures_daemon import REPO, spec_text, wait_until
+from tests.fixtures_training import TinyJob, wait_for
+
+KEY = "vast-key-only-in-the-failsafes-environment"
+
+# The trainer's code, as a hostile dataset or model could make it: the real trainer's walls
+# first (what runspec.trainer puts up before any third-party code runs), then the attack.
+HOSTILE = """
+import json, os, signal, sys
+from pathlib import Path
+from runspec.trainer.child import put_up_walls
+from runspec.trainer.control import TrainJob
+
+job = TrainJob.read(Path(sys.argv[1]))
+put_up_walls(job)
+spec, marker, driver = Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+tried = {}
+try:
+    text = spec.read_text().replace(
+        "finish:\\n  action: none\\n",
+        "finish:\\n  action: command\\n  command: [touch, " + marker + "]\\n",
+    )
+    spec.write_text(text)
+    tried["spec"] = "rewritten"
+except OSError as exc:
+    tried["spec"] = str(exc)
+try:
+    os.kill(driver, signal.SIGKILL)
+    tried["driver"] = "killed"
+except OSError as exc:
+    tried["driver"] = str(exc)
+(Path(job.control_dir) / "hostile.json").write_text(json.dumps(tried))
+"""
+
+
+@pytest.fixture
+def driver() -> Iterator[subprocess.Popen[bytes]]:
+    """`runspec run`, as the trainer sees it: a process of the same uid in its own session."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True
+    )
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=10)
+
+
+def _accepted(state: Path, text: str | bytes = spec_text("reach")) -> tuple[RunPaths, str]:
+    """A run in training past its deadline, whose spec ends nothing (finish: none)."""
+    spec = load_spec_text(text, "reach.yaml")
+    record = accept(spec, state)
+    record.status = RunStatus.TRAINING
+    record.started_at = utc_iso(time.time() - 900)
+    record.deadline = utc_iso(time.time() - 300)
+    RecordStore(state).save(record)
+    return RecordStore(state).layout.run_paths("reach"), spec.sha256
+
+
+def _hostile_trainer(
+    tiny_job: TinyJob,
+    tmp_path: Path,
+    marker: Path,
+    driver: subprocess.Popen[bytes],
+    monkeypatch: pytest.MonkeyPatch,
+) -> dict[str, str]:
+    """The real launcher starts the run's trainer outside systemd; its code is the test's."""
+    job, paths = tiny_job("reach")  # the accepted run's folders (the same state folder)
+    hostile = tmp_path / "hostile.py"
+    hostile.write_text(HOSTILE)
+    extra = [str(paths.spec_file), str(marker), str(driver.pid)]
+
+    def argv(job_file: Path) -> list[str]:
+        return [sys.executable, "-I", str(hostile), str(job_file), *extra]
+
+    monkeypatch.setattr(launcher, "_trainer_argv", argv)
+    handle = launcher.start(job, paths, use_systemd=False)
+    wait_for(lambda: not handle.alive(), 120, "the hostile trainer's exit")
+    tried_file = paths.control_dir / "hostile.json"
+    assert tried_file.exists(), Path(job.log).read_text()[-3000:]
+    tried: dict[str, str] = json.loads(tried_file.read_text())
+    return tried
+
+
+@pytest.mark.parametrize("armed", ["timer", "watcher"])
+def test_a_trainer_that_rewrites_its_spec_and_kills_its_driver_never_has_its_finish_run(
+    tmp_path: Path,
+    tiny_job: TinyJob,
+    driver: subprocess.Popen[bytes],
+    monkeypatch: pytest.MonkeyPatch,
+    armed: str,
+) -> None:
+    state, marker = tmp_path / "state", tmp_path / "finish-ran"
+    paths, sha256 = _accepted(state)
+    spec = load_spec_text(spec_text("reach"), "reach.yaml")
+    at = time.time() + 2
+    # Armed when the run began, before any trainer ran: as systemd's timer or as the watcher.
+    command = (
+        failsafe.arm_command(spec, paths, at)
+        if armed == "timer"
+        else failsafe.watch_command(spec, paths, at)
+    )
+    tried = _hostile_trainer(tiny_job, tmp_path, marker, driver, monkeypatch)
+    env = {**os.environ, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": KEY}
+    if armed == "timer":
+        argv = command[command.index("--") + 1 :]
+        subprocess.run(argv, env=env, cwd=REPO, capture_output=True, timeout=120, check=False)
+    else:
+        saved = dict(os.environ)
+        os.environ.update(env)  # what the daemon's environment would hand the watcher
+        try:
+            watcher.start(command, paths.failsafe_log)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+    wait_until(
+        lambda: paths.failsafe_file.exists() and "fired" in paths.failsafe_file.read_text(),
+        timeout=120,
+        what="the failsafe's note that it fired",
+    )
+    assert not marker.exists(), f"the trainer's finish ran as the failsafe ({tried})"
+    fired = json.loads(paths.failsafe_file.read_text())["fired"]
+    assert fired["applied"] is False, fired
+    if tried["spec"] == "rewritten":
+        assert "changed since the failsafe was armed" in fired["why"], fired
+        assert sha256[:12] in fired["why"], fired
+    assert driver.poll() is None or tried["driver"] == "killed"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        spec_text("reach"),
+        spec_text("reach").replace("\n", "\r\n"),
+        ("\ufeff" + spec_text("reach")).encode(),  # a byte order mark, which accept drops
+    ],
+    ids=["plain", "crlf", "bom"],
+)
+def test_the_failsafe_acts_on_its_armed_spec_when_nothing_changed(
+    tmp_path: Path, text: str | bytes
+) -> None:
+    """The check refuses only a changed spec: the run's own finish still happens, whatever
+    bytes the spec came as."""
+    state = tmp_path / "state"
+    paths, _ = _accepted(state, text)
+    spec = load_spec_text(text, "reach.yaml")
+    argv = failsafe.arm_command(spec, paths, time.time())
+    argv = argv[argv.index("--") + 1 :]
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    fired = json.loads(paths.failsafe_file.read_text())["fired"]
+    assert "changed since" not in fired["why"], (fired, proc.stdout, proc.stderr)
+    assert "the run is still training past deadline + overrun" in proc.stdout, proc.stdout
