@@ -22,6 +22,7 @@ from runspec.store.paths import RunPaths
 from runspec.store.state import RecordStore, RunStatus
 from runspec.trainer import launcher
 from tests.fixtures_daemon import REPO, spec_text, wait_until
+from tests.fixtures_providers import StandIn, VastInstance
 from tests.fixtures_training import TinyJob, wait_for
 
 KEY = "vast-key-only-in-the-failsafes-environment"
@@ -36,22 +37,24 @@ from runspec.trainer.control import TrainJob
 
 job = TrainJob.read(Path(sys.argv[1]))
 put_up_walls(job)
-spec, marker, driver = Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+spec, marker, rewrite, pids = Path(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5:]
 tried = {}
-try:
-    text = spec.read_text().replace(
-        "finish:\\n  action: none\\n",
-        "finish:\\n  action: command\\n  command: [touch, " + marker + "]\\n",
-    )
-    spec.write_text(text)
-    tried["spec"] = "rewritten"
-except OSError as exc:
-    tried["spec"] = str(exc)
-try:
-    os.kill(driver, signal.SIGKILL)
-    tried["driver"] = "killed"
-except OSError as exc:
-    tried["driver"] = str(exc)
+if rewrite == "rewrite":
+    try:
+        text = spec.read_text().replace(
+            "finish:\\n  action: none\\n",
+            "finish:\\n  action: command\\n  command: [touch, " + marker + "]\\n",
+        )
+        spec.write_text(text)
+        tried["spec"] = "rewritten"
+    except OSError as exc:
+        tried["spec"] = str(exc)
+for pid in pids:
+    try:
+        os.kill(int(pid), signal.SIGKILL)
+        tried["kill " + pid] = "killed"
+    except OSError as exc:
+        tried["kill " + pid] = str(exc)
 (Path(job.control_dir) / "hostile.json").write_text(json.dumps(tried))
 """
 
@@ -83,14 +86,16 @@ def _hostile_trainer(
     tiny_job: TinyJob,
     tmp_path: Path,
     marker: Path,
-    driver: subprocess.Popen[bytes],
     monkeypatch: pytest.MonkeyPatch,
+    rewrite: bool,
+    kill: list[int],
 ) -> dict[str, str]:
     """The real launcher starts the run's trainer outside systemd; its code is the test's."""
     job, paths = tiny_job("reach")  # the accepted run's folders (the same state folder)
     hostile = tmp_path / "hostile.py"
     hostile.write_text(HOSTILE)
-    extra = [str(paths.spec_file), str(marker), str(driver.pid)]
+    how = "rewrite" if rewrite else "keep"
+    extra = [str(paths.spec_file), str(marker), how, *map(str, kill)]
 
     def argv(job_file: Path) -> list[str]:
         return [sys.executable, "-I", str(hostile), str(job_file), *extra]
@@ -122,7 +127,7 @@ def test_a_trainer_that_rewrites_its_spec_and_kills_its_driver_never_has_its_fin
         if armed == "timer"
         else failsafe.watch_command(spec, paths, at)
     )
-    tried = _hostile_trainer(tiny_job, tmp_path, marker, driver, monkeypatch)
+    tried = _hostile_trainer(tiny_job, tmp_path, marker, monkeypatch, True, [driver.pid])
     env = {**os.environ, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": KEY}
     if armed == "timer":
         argv = command[command.index("--") + 1 :]
@@ -146,7 +151,7 @@ def test_a_trainer_that_rewrites_its_spec_and_kills_its_driver_never_has_its_fin
     if tried["spec"] == "rewritten":
         assert "changed since the failsafe was armed" in fired["why"], fired
         assert sha256[:12] in fired["why"], fired
-    assert driver.poll() is None or tried["driver"] == "killed"
+    assert driver.poll() is None or tried[f"kill {driver.pid}"] == "killed"
 
 
 @pytest.mark.parametrize(
@@ -172,3 +177,37 @@ def test_the_failsafe_acts_on_its_armed_spec_when_nothing_changed(
     fired = json.loads(paths.failsafe_file.read_text())["fired"]
     assert "changed since" not in fired["why"], (fired, proc.stdout, proc.stderr)
     assert "the run is still training past deadline + overrun" in proc.stdout, proc.stdout
+
+
+def test_a_trainer_cannot_end_the_failsafe_watcher_which_then_stops_the_machine(
+    tmp_path: Path,
+    tiny_job: TinyJob,
+    driver: subprocess.Popen[bytes],
+    monkeypatch: pytest.MonkeyPatch,
+    standin: StandIn,
+    provider_env: dict[str, str],
+) -> None:
+    """The trainer kills its driver and then the watcher left to end the machine: the watcher
+    (root, but not by its real uid) is out of its reach, and stops the machine at its time."""
+    VastInstance(standin)
+    text = spec_text("reach").replace(
+        "finish:\n  action: none\n", "finish:\n  action: stop\n  provider: vast\n"
+    )
+    paths, _ = _accepted(tmp_path / "state", text)
+    argv = failsafe.watch_command(load_spec_text(text, "reach.yaml"), paths, time.time() + 15)
+    saved = dict(os.environ)
+    os.environ.update({**provider_env, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": KEY})
+    try:
+        watcher.start(argv, paths.failsafe_log)  # as arm() starts it when the run begins
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    wait_until(paths.failsafe_watch.exists, timeout=60, what="the watcher")
+    pid = int(json.loads(paths.failsafe_watch.read_text())["pid"])
+    marker = tmp_path / "unused"
+    tried = _hostile_trainer(tiny_job, tmp_path, marker, monkeypatch, False, [driver.pid, pid])
+    assert tried[f"kill {driver.pid}"] == "killed"  # where it shares the driver's uid
+    wait_until(lambda: bool(standin.made("PUT")), timeout=120, what="the watcher's stop")
+    (stop,) = standin.made("PUT")
+    assert stop.header("Authorization") == f"Bearer {KEY}"
+    assert tried[f"kill {pid}"] != "killed", tried

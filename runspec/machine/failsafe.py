@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
-import hashlib
 import json
 import logging
 import shutil
@@ -34,9 +33,11 @@ from typing import Any
 from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
 from runspec.errors import RunspecError
 from runspec.machine import watcher
+from runspec.machine.armedspec import armed_with, changed_since_armed
 from runspec.machine.endgame import Endgame
 from runspec.machine.host import FinishHost
 from runspec.machine.watcher import end_unconfirmed
+from runspec.secrets.apartuid import rejoin, set_apart
 from runspec.secrets.undumpable import make_undumpable
 from runspec.spec.loader import load_accepted
 from runspec.spec.model import FinishAction, Spec
@@ -96,26 +97,12 @@ def arm_command(
         "runspec.machine.failsafe",
         "fire",
         f"--state={paths.state}",
-        *_armed_with(spec),
+        *armed_with(spec),
         spec.name,
     ]
     if dry_run:
         argv.insert(-1, "--dry-run")
     return argv
-
-
-def armed_sha256(spec: Spec) -> str | None:
-    """The sha256 of the spec.yaml the run was accepted with: of the text accept wrote there
-    (a byte order mark the file came with is not in it), which is the file's when it is read
-    back. None for a spec without its text."""
-    return hashlib.sha256(spec.text.encode("utf-8")).hexdigest() if spec.text else None
-
-
-def _armed_with(spec: Spec) -> list[str]:
-    """The spec the failsafe is armed with, by its sha256 on its own command line: the one copy
-    nothing on the box can rewrite (a trainer outside systemd reaches the job folder)."""
-    digest = armed_sha256(spec)
-    return [f"--spec-sha256={digest}"] if digest else []
 
 
 def disarm_command(name: str) -> list[str]:
@@ -206,7 +193,7 @@ def watch_command(
         "watch",
         f"--state={paths.state}",
         f"--at={at:.0f}",
-        *_armed_with(spec),
+        *armed_with(spec),
     ]
     return [*argv, *(["--dry-run"] if dry_run else []), spec.name]
 
@@ -314,7 +301,7 @@ def fire(
         progress(f"failsafe: {name}: cannot read the run's spec, nothing applied: {exc}")
         _note_fired(paths, clock, {"applied": False, "why": f"spec unreadable: {exc}"})
         return 1
-    changed = _changed(spec, armed_sha256)
+    changed = changed_since_armed(spec, armed_sha256)
     if changed is not None:
         progress(f"failsafe: {name}: {changed}")
         _note_fired(paths, clock, {"applied": False, "why": changed})
@@ -328,19 +315,6 @@ def fire(
     result = outcome.result.to_json() if outcome.result is not None else None
     _note_fired(paths, clock, {"applied": result is not None, "why": outcome.why, "result": result})
     return 0 if outcome.result is not None and outcome.result.ok else 1
-
-
-def _changed(spec: Spec, armed_sha256: str | None) -> str | None:
-    """Why the job folder's spec is not the one the failsafe was armed with, or None. Its
-    finish (a command run as root with the provider's keys at hand), its notify URLs and its
-    push target would all be someone else's: nothing of it is acted on."""
-    if not armed_sha256 or spec.sha256 == armed_sha256:
-        return None
-    return (
-        f"its spec.yaml changed since the failsafe was armed (sha256 {spec.sha256[:12]}, armed "
-        f"with {armed_sha256[:12]}): nothing applied, for something on this machine rewrote "
-        "it. End the machine through the provider's console, and look at what ran there"
-    )
 
 
 def _note_fired(paths: RunPaths, clock: Clock, fired: dict[str, Any]) -> None:
@@ -377,15 +351,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     make_undumpable()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.cmd == "watch":
-        paths = StateLayout(args.state).run_paths(args.name)
-        return watcher.watch(
-            paths,
-            args.at,
-            lambda: fire(
-                args.state, args.name, dry_run=args.dry_run, armed_sha256=args.spec_sha256
-            ),
-        )
+        return _watch(args.state, args.name, args.at, args.dry_run, args.spec_sha256)
     return fire(args.state, args.name, dry_run=args.dry_run, armed_sha256=args.spec_sha256)
+
+
+def _watch(state: Path, name: str, at: float, dry_run: bool, armed: str | None) -> int:
+    """The watcher waits out of the trainer's reach (runspec.secrets.apartuid: a trainer of
+    uid 0 outside systemd cannot kill it), and fires as root whole."""
+    apart = set_apart()
+    if apart is not None:
+        print(f"failsafe watcher for {name}: {apart}: a trainer of uid 0 could end it", flush=True)
+
+    def fire_now() -> int:
+        rejoin()
+        return fire(state, name, dry_run=dry_run, armed_sha256=armed)
+
+    return watcher.watch(StateLayout(state).run_paths(name), at, fire_now)
 
 
 if __name__ == "__main__":
