@@ -20,9 +20,10 @@ from runspec.run.accept import accept
 from runspec.spec.loader import load_spec_text
 from runspec.store.paths import RunPaths
 from runspec.store.state import RecordStore, RunStatus
-from runspec.trainer import launcher
-from tests.fixtures_daemon import REPO, spec_text, wait_until
+from runspec.trainer import control, launcher
+from tests.fixtures_daemon import REPO, end_leftovers, spec_text, wait_until
 from tests.fixtures_providers import StandIn, VastInstance
+from tests.fixtures_run import SpecWriter, finish_run, record_of, start_run, wait_record
 from tests.fixtures_training import TinyJob, wait_for
 
 KEY = "vast-key-only-in-the-failsafes-environment"
@@ -211,3 +212,45 @@ def test_a_trainer_cannot_end_the_failsafe_watcher_which_then_stops_the_machine(
     (stop,) = standin.made("PUT")
     assert stop.header("Authorization") == f"Bearer {KEY}"
     assert tried[f"kill {pid}"] != "killed", tried
+
+
+@pytest.mark.training
+def test_the_trainer_cannot_signal_runspec_run_which_ends_the_run_as_root_whole(
+    tmp_path: Path, write_spec: SpecWriter
+) -> None:
+    """A real `runspec run` outside systemd: a process with its trainer's credentials (uid 0 and
+    the walls runspec.trainer puts up) cannot kill it; the run completes, and its finish command
+    (a shell, which drops an effective uid that is not its real one) runs as root whole."""
+    ids = tmp_path / "finish-ids"
+    spec = write_spec(
+        "apart",
+        epochs=30,
+        push={"dir": str(tmp_path / "pushed")},  # verified weights: the finish is the action
+        finish={"action": "command", "command": ["sh", "-c", f"id -u > {ids}; id -ru >> {ids}"]},
+    )
+    state = tmp_path / "state"
+    proc = start_run(spec, state)
+    try:
+        wait_record(state, "apart", lambda r: r.get("epoch", 0) >= 1, 300)
+        hostile = tmp_path / "hostile.py"
+        hostile.write_text(HOSTILE)
+        job_file = state / "jobs" / "apart" / "train_job.json"
+        attack = subprocess.run(
+            [sys.executable, "-I", str(hostile), str(job_file), "/nonexistent", "-", "keep",
+             str(proc.pid)],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        tried = json.loads((state / "jobs/apart/control/hostile.json").read_text())
+        assert "Operation not permitted" in tried[f"kill {proc.pid}"], (tried, attack.stderr)
+        assert proc.poll() is None
+        # The budget's stop at the next epoch boundary: the run ends, and applies its finish.
+        control.request_stop(state / "jobs/apart/control", "budget")
+        _, out = finish_run(proc, timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        end_leftovers(state)
+    assert record_of(state, "apart")["status"] == "finished", out[-3000:]
+    assert ids.exists(), out[-3000:]
+    assert ids.read_text().split() == ["0", "0"], out[-3000:]

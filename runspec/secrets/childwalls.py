@@ -8,6 +8,8 @@ every capability: one could remount, ptrace the launcher or read anything. So, f
   (runspec.store.offlimits: /etc/runspec, the inbox, the claimed specs) are covered by an
   empty read-only tmpfs: uid 0 reads root's 0600 env file without any capability, so only
   not seeing it keeps the keys out of reach;
+- uid 0 whole (real, effective, saved) when its launcher kept its own real uid apart
+  (runspec.secrets.apartuid): a child shares no uid with the process that holds the keys;
 - no capability left: an empty bounding set, no ambient ones, empty effective, permitted and
   inheritable sets (what it execs gets none back either);
 - no new privileges (no setuid program gives any), and not dumpable (no capability-less
@@ -25,6 +27,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from runspec.secrets.apartuid import rejoin
 from runspec.secrets.undumpable import make_undumpable
 
 PR_CAPBSET_DROP = 24
@@ -103,6 +106,12 @@ def wall_in(hidden: Sequence[Path]) -> list[str]:
     except OSError as exc:
         return [f"no walls: {exc}"]
     refused = _hide(libc, hidden) if has_capability(CAP_SYS_ADMIN) else []
+    # Started by a driver kept apart (runspec.secrets.apartuid): uid 0 whole, or it would share
+    # its real uid with the driver's, and could signal it.
+    try:
+        rejoin()
+    except OSError as exc:
+        refused.append(f"cannot take uid 0 back whole ({exc.strerror or exc})")
     refused += _drop_capabilities(libc)
     if not make_undumpable():
         refused.append("cannot make itself undumpable")
