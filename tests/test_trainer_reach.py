@@ -17,6 +17,7 @@ import pytest
 from runspec.clock import utc_iso
 from runspec.machine import failsafe, watcher
 from runspec.run.accept import accept
+from runspec.secrets.childwalls import CAP_SYS_ADMIN, has_capability
 from runspec.spec.loader import load_spec_text
 from runspec.store.paths import RunPaths
 from runspec.store.state import RecordStore, RunStatus
@@ -33,13 +34,20 @@ KEY = "vast-key-only-in-the-failsafes-environment"
 HOSTILE = """
 import json, os, signal, sys
 from pathlib import Path
-from runspec.trainer.child import put_up_walls
+from runspec.trainer.sessionwalls import put_up_walls
 from runspec.trainer.control import TrainJob
 
 job = TrainJob.read(Path(sys.argv[1]))
 put_up_walls(job)
 spec, marker, rewrite, pids = Path(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5:]
 tried = {}
+login = Path(os.environ["HF_HOME"]) / "token"
+try:
+    tried["login"] = login.read_text()
+except OSError as exc:
+    tried["login"] = str(exc)
+from huggingface_hub import get_token
+tried["hub_token"] = get_token() or ""
 if rewrite == "rewrite":
     try:
         text = spec.read_text().replace(
@@ -129,6 +137,15 @@ def test_a_trainer_that_rewrites_its_spec_and_kills_its_driver_never_has_its_fin
         else failsafe.watch_command(spec, paths, at)
     )
     tried = _hostile_trainer(tiny_job, tmp_path, marker, monkeypatch, True, [driver.pid])
+    if has_capability(CAP_SYS_ADMIN):
+        # Its own mount namespace keeps the state folder read-only to it, as its unit would.
+        assert "Read-only file system" in tried["spec"], tried
+    if tried["spec"] != "rewritten":
+        # What a trainer does where no such wall stands (a container without CAP_SYS_ADMIN).
+        text = paths.spec_file.read_text()
+        paths.spec_file.write_text(
+            text.replace("action: none", f"action: command\n  command: [touch, {marker}]")
+        )
     env = {**os.environ, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": KEY}
     if armed == "timer":
         argv = command[command.index("--") + 1 :]
@@ -149,10 +166,8 @@ def test_a_trainer_that_rewrites_its_spec_and_kills_its_driver_never_has_its_fin
     assert not marker.exists(), f"the trainer's finish ran as the failsafe ({tried})"
     fired = json.loads(paths.failsafe_file.read_text())["fired"]
     assert fired["applied"] is False, fired
-    if tried["spec"] == "rewritten":
-        assert "changed since the failsafe was armed" in fired["why"], fired
-        assert sha256[:12] in fired["why"], fired
-    assert driver.poll() is None or tried[f"kill {driver.pid}"] == "killed"
+    assert "changed since the failsafe was armed" in fired["why"], fired
+    assert sha256[:12] in fired["why"], fired
 
 
 @pytest.mark.parametrize(
@@ -254,3 +269,19 @@ def test_the_trainer_cannot_signal_runspec_run_which_ends_the_run_as_root_whole(
     assert record_of(state, "apart")["status"] == "finished", out[-3000:]
     assert ids.exists(), out[-3000:]
     assert ids.read_text().split() == ["0", "0"], out[-3000:]
+
+
+def test_a_trainer_that_needs_no_token_never_reads_the_stored_hub_login(
+    tmp_path: Path, tiny_job: TinyJob, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`hf auth login` as root leaves the token in HF_HOME/token, which uid 0 reads without
+    any capability: a session trainer (a LibreYOLO weight name needs no token) sees it empty,
+    and its huggingface_hub finds no login to send."""
+    hf_home = tmp_path / "hf"
+    hf_home.mkdir()
+    (hf_home / "token").write_text("hf_storedlogin0123456789")
+    monkeypatch.setenv("HF_HOME", str(hf_home))
+    tried = _hostile_trainer(tiny_job, tmp_path, tmp_path / "unused", monkeypatch, False, [])
+    assert "hf_storedlogin" not in tried["login"], tried
+    assert tried["hub_token"] == "", tried
+    assert (hf_home / "token").read_text() == "hf_storedlogin0123456789"  # still the owner's

@@ -37,13 +37,12 @@ import yaml
 
 from runspec.budget import eval_interval_from_args, validates
 from runspec.clock import SYSTEM, utc_iso
-from runspec.secrets.childwalls import wall_in
 from runspec.store.locks import FileLock
-from runspec.store.offlimits import layout_of_control_dir, off_limits
 from runspec.trainer import control, firststep, markers, multinode
 from runspec.trainer.control import EpochMarker, FileStat, TrainerOutcome, TrainerResult, TrainJob
 from runspec.trainer.heavyimports import heavy_imports
 from runspec.trainer.safeload import UnsafeCheckpoint, trained_epochs
+from runspec.trainer.sessionwalls import put_up_walls
 
 # A hidden option for the tests: route training through LibreYOLO's multi-GPU coordinator with
 # this many CPU ranks, so the path production takes with `device: "0,1,..."` runs without GPUs.
@@ -351,13 +350,6 @@ def run(job: TrainJob, job_file: Path | None = None) -> TrainerResult:
         save_dir=str(save_dir or job.run_dir),
         exit_code=control.EXIT_COMPLETED,
     )
-
-
-def put_up_walls(job: TrainJob) -> None:
-    """Outside systemd (a session trainer) its unit's walls are its own to put up, before the
-    dataset's files and the loaders run; under its unit they change nothing."""
-    for refused in wall_in(off_limits(layout_of_control_dir(Path(job.control_dir)))):
-        print(f"runspec.trainer: {refused}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,12 +36,12 @@ from runspec.store.locks import holder
 from runspec.store.paths import RunPaths
 from runspec.trainer import control
 from runspec.trainer.control import TrainerOutcome, TrainerResult, TrainJob
+from runspec.trainer.sessionwalls import job_needs_hub_token
 from runspec.trainer.trainerunit import (
     POLL,
     START_TIMEOUT,
     LaunchError,
     isolated,
-    job_needs_hub_token,
     main_pid,
     open_log,
     start_unit,
