@@ -151,3 +151,5 @@ def test_a_resume_from_the_hub_of_a_planted_checkpoint_runs_none_of_it(
     assert not marker.exists(), "the planted pickle ran on the resume"
     assert code != 0, out[-4000:]
     assert "refused, nothing in it was run" in out, out[-4000:]
+    assert "planted: resume refused: the checkpoint" in out, out[-4000:]
+    assert "LibreYOLO failed" not in out, out[-4000:]
