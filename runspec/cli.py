@@ -33,6 +33,7 @@ from runspec import __version__
 from runspec.errors import EXIT_CODES, Outcome, RunspecError, SpecInvalid
 from runspec.printable import printable_lines
 from runspec.secrets import redact
+from runspec.secrets.apartuid import set_apart, trainers_are_units
 from runspec.secrets.undumpable import make_undumpable
 from runspec.voice import Stream, setup_logging
 
@@ -40,6 +41,7 @@ log = logging.getLogger("runspec")
 
 # The commands that write a run's files.
 OWNER_ONLY = frozenset({"run", "daemon", "preflight", "push"})
+STARTS_TRAINERS = frozenset({"run", "daemon"})
 
 # (command, module, one-line help), in the order `runspec --help` lists them.
 COMMANDS: list[tuple[str, str, str]] = [
@@ -148,6 +150,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # They hold the keys: no child of theirs may read their environment (secrets.undumpable).
 
         make_undumpable()
+    if args.command in STARTS_TRAINERS and not trainers_are_units():
+        # Nor signal them: a trainer outside systemd is uid 0 too (secrets.apartuid).
+        apart = set_apart()
+        if apart is not None:
+            log.debug("%s", apart)
     try:
         outcome = args._run(args)
     except SpecInvalid as exc:

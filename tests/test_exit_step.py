@@ -80,6 +80,11 @@ CASES: list[tuple[str, ExitFacts, ExitStep]] = [
         ExitStep(END, T.FAILED_TRAINING, "LibreYOLO failed: cuda out of memory"),
     ),
     (
+        "a resume's checkpoint refused before LibreYOLO saw it: no retry, said as it is",
+        ExitFacts(O.FAILED, "the checkpoint x holds y: refused", error="UnsafeCheckpoint: z"),
+        ExitStep(END, T.FAILED_TRAINING, "resume refused: the checkpoint x holds y: refused"),
+    ),
+    (
         "killed after a stop was asked ends with that stop",
         ExitFacts(O.KILLED, stopping=T.INTERRUPTED, last_epoch=1),
         ExitStep(END, T.INTERRUPTED, "trainer ended at epoch 1"),

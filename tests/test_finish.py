@@ -20,6 +20,7 @@ import pytest
 
 from runspec.clock import ManualClock, utc_iso
 from runspec.machine import failsafe
+from runspec.machine.armedspec import armed_sha256
 from runspec.machine.finish import FinishContext, FinishResult, apply_finish
 from runspec.machine.host import FinishHost, container_reason
 from runspec.providers.vast import Vast
@@ -483,6 +484,7 @@ def test_failsafe_arms_a_transient_timer_at_deadline_plus_overrun(tmp_path: Path
         "runspec.machine.failsafe",
         "fire",
         f"--state={tmp_path / 'state'}",
+        f"--spec-sha256={armed_sha256(spec)}",  # a rewritten spec is refused
         "fs1",
     ]
     assert not any(VAST_KEY in part for part in argv)

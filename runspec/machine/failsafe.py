@@ -33,9 +33,12 @@ from typing import Any
 from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
 from runspec.errors import RunspecError
 from runspec.machine import watcher
+from runspec.machine.armedspec import armed_with, changed_since_armed
 from runspec.machine.endgame import Endgame
 from runspec.machine.host import FinishHost
 from runspec.machine.watcher import end_unconfirmed
+from runspec.secrets.apartuid import rejoin, set_apart
+from runspec.secrets.undumpable import make_undumpable
 from runspec.spec.loader import load_accepted
 from runspec.spec.model import FinishAction, Spec
 from runspec.store.atomic import write_json_atomic
@@ -94,6 +97,7 @@ def arm_command(
         "runspec.machine.failsafe",
         "fire",
         f"--state={paths.state}",
+        *armed_with(spec),
         spec.name,
     ]
     if dry_run:
@@ -189,6 +193,7 @@ def watch_command(
         "watch",
         f"--state={paths.state}",
         f"--at={at:.0f}",
+        *armed_with(spec),
     ]
     return [*argv, *(["--dry-run"] if dry_run else []), spec.name]
 
@@ -261,8 +266,10 @@ def fire(
     dry_run: bool = False,
     progress: Callable[[str], None] = print,
     host: FinishHost | None = None,
+    armed_sha256: str | None = None,
 ) -> int:
-    """What the timer runs. 0 when nothing was needed or the finish did its part."""
+    """What the timer runs. 0 when nothing was needed or the finish did its part.
+    `armed_sha256`: the spec it was armed with; a spec.yaml that is not that one is refused."""
     # Only firing reads a spec: arming stays importable with the lightest dependencies.
 
     layout = StateLayout(state_dir)
@@ -293,6 +300,11 @@ def fire(
     except RunspecError as exc:
         progress(f"failsafe: {name}: cannot read the run's spec, nothing applied: {exc}")
         _note_fired(paths, clock, {"applied": False, "why": f"spec unreadable: {exc}"})
+        return 1
+    changed = changed_since_armed(spec, armed_sha256)
+    if changed is not None:
+        progress(f"failsafe: {name}: {changed}")
+        _note_fired(paths, clock, {"applied": False, "why": changed})
         return 1
     # The failsafe is the last one asking: past the deadline plus overrun it keeps asking the
     # provider for the whole end window, not the shorter floor an end on the box gets.
@@ -325,20 +337,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     fire_p = sub.add_parser("fire", help="apply the run's unverified finish if it has not ended")
     fire_p.add_argument("--state", type=Path, required=True)
     fire_p.add_argument("--dry-run", action="store_true")
+    fire_p.add_argument("--spec-sha256", help="the spec it was armed with")
     fire_p.add_argument("name")
     watch_p = sub.add_parser("watch", help="without systemd: wait for the fire time, then fire")
     watch_p.add_argument("--state", type=Path, required=True)
     watch_p.add_argument("--at", type=float, required=True, help="epoch seconds")
     watch_p.add_argument("--dry-run", action="store_true")
+    watch_p.add_argument("--spec-sha256", help="the spec it was armed with")
     watch_p.add_argument("name")
     args = parser.parse_args(argv)
+    # It holds the provider's keys (the daemon's environment): no process of its uid without
+    # CAP_SYS_PTRACE (a trainer outside systemd) reads its /proc/PID/environ or ptraces it.
+    make_undumpable()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.cmd == "watch":
-        paths = StateLayout(args.state).run_paths(args.name)
-        return watcher.watch(
-            paths, args.at, lambda: fire(args.state, args.name, dry_run=args.dry_run)
-        )
-    return fire(args.state, args.name, dry_run=args.dry_run)
+        return _watch(args.state, args.name, args.at, args.dry_run, args.spec_sha256)
+    return fire(args.state, args.name, dry_run=args.dry_run, armed_sha256=args.spec_sha256)
+
+
+def _watch(state: Path, name: str, at: float, dry_run: bool, armed: str | None) -> int:
+    """The watcher waits out of the trainer's reach (runspec.secrets.apartuid: a trainer of
+    uid 0 outside systemd cannot kill it), and fires as root whole."""
+    apart = set_apart()
+    if apart is not None:
+        print(f"failsafe watcher for {name}: {apart}: a trainer of uid 0 could end it", flush=True)
+
+    def fire_now() -> int:
+        rejoin()
+        return fire(state, name, dry_run=dry_run, armed_sha256=armed)
+
+    return watcher.watch(StateLayout(state).run_paths(name), at, fire_now)
 
 
 if __name__ == "__main__":

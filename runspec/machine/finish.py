@@ -23,6 +23,7 @@ from runspec.machine.decision import Decision, resolve
 from runspec.machine.host import NO_POWEROFF_ENV, REAL_POWEROFF, FinishHost, container_reason
 from runspec.providers import Action, Outcome, Provider, ProviderError
 from runspec.providers.persist import Attempt, Refused, Window, keep_ending
+from runspec.secrets.apartuid import as_root
 from runspec.spec.model import FinishSpec
 from runspec.store.finishrecord import FinishResult
 from runspec.voice import error
@@ -188,6 +189,7 @@ class _Finisher:
                 timeout=self.host.command_timeout,
                 check=False,
                 stdin=subprocess.DEVNULL,
+                **as_root(),  # uid 0 whole, from a driver kept apart (secrets.apartuid)
             )
         except subprocess.TimeoutExpired:
             detail = f"no exit within {human_duration(self.host.command_timeout)}"
@@ -242,6 +244,7 @@ class _Finisher:
                     timeout=POWEROFF_TIMEOUT,
                     check=False,
                     stdin=subprocess.DEVNULL,
+                    **as_root(),
                 )
             except (OSError, subprocess.TimeoutExpired) as exc:
                 errors.append(f"{argv[0]}: {exc}")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from runspec.store.state import STOP_REASONS, Termination
 from runspec.trainer.control import TrainerOutcome, no_space
+from runspec.trainer.safeload import UnsafeCheckpoint
 
 
 class Step(str, enum.Enum):
@@ -64,6 +65,9 @@ def next_step(f: ExitFacts) -> ExitStep:
         return _end(Termination.COMPLETED, "training completed (its last writes met a full disk)")
     if f.outcome is TrainerOutcome.FAILED:
         # LibreYOLO raised: retrying would raise again.
+        if f.error.startswith(f"{UnsafeCheckpoint.__name__}:"):
+            # The trainer refused its checkpoint before LibreYOLO saw it: said as it is.
+            return _end(Termination.FAILED_TRAINING, f"resume refused: {f.reason or f.error}")
         return _end(Termination.FAILED_TRAINING, f"LibreYOLO failed: {f.reason or f.error}")
     if f.stopping is not None:
         return _end(f.stopping, f"trainer ended at epoch {f.last_epoch}")

@@ -37,12 +37,12 @@ import yaml
 
 from runspec.budget import eval_interval_from_args, validates
 from runspec.clock import SYSTEM, utc_iso
-from runspec.secrets.childwalls import wall_in
 from runspec.store.locks import FileLock
-from runspec.store.offlimits import layout_of_control_dir, off_limits
 from runspec.trainer import control, firststep, markers, multinode
 from runspec.trainer.control import EpochMarker, FileStat, TrainerOutcome, TrainerResult, TrainJob
 from runspec.trainer.heavyimports import heavy_imports
+from runspec.trainer.safeload import UnsafeCheckpoint, trained_epochs
+from runspec.trainer.sessionwalls import put_up_walls
 
 # A hidden option for the tests: route training through LibreYOLO's multi-GPU coordinator with
 # this many CPU ranks, so the path production takes with `device: "0,1,..."` runs without GPUs.
@@ -209,34 +209,17 @@ def _error_of(exc: BaseException) -> tuple[str, str]:
     return type(exc).__name__, first
 
 
-def trained_epochs(checkpoint: Path) -> int | None:
-    """How many epochs the checkpoint's run had trained, as LibreYOLO counts them when it
-    resumes (its `epoch` + 1); None when the file says nothing readable."""
-    with heavy_imports():
-        import torch
-
-    try:
-        state = torch.load(checkpoint, map_location="cpu", weights_only=False, mmap=True)
-    except Exception:  # any unreadable file: LibreYOLO's own resume then says what is wrong
-        return None
-    epoch = state.get("epoch") if isinstance(state, dict) else None
-    return int(epoch) + 1 if isinstance(epoch, int) else None
-
-
 def _vouch(ctl: Path, marker: EpochMarker, run_dir: Path) -> None:
     """With no writer left, the marker vouches for every weights file as it is now."""
     files = weights_files(run_dir)
     markers.mark(ctl, replace(marker, time=SYSTEM.time(), files=files))
 
 
-def _already_done(job: TrainJob, ctl: Path) -> TrainerResult | None:
-    """A checkpoint that holds every epoch (the trainer died after saving the last one, before
-    its marker: a full disk, a kill) leaves nothing to resume, and LibreYOLO refuses to: the
-    training is complete. The marker now vouches for those weights, so they are pushed."""
-    if job.resume_from is None:
-        return None
-    done = trained_epochs(Path(job.resume_from))
-    if done is None or done < job.epochs:
+def _already_done(job: TrainJob, ctl: Path, done: int | None) -> TrainerResult | None:
+    """A checkpoint that holds every epoch (`done`; the trainer died after saving the last one,
+    before its marker: a full disk, a kill) leaves nothing to resume, and LibreYOLO refuses to:
+    the training is complete. The marker now vouches for those weights, so they are pushed."""
+    if job.resume_from is None or done is None or done < job.epochs:
         return None
     marker = markers.newest_marker(ctl)
     if marker is None or marker.epoch < done:
@@ -251,6 +234,18 @@ def _already_done(job: TrainJob, ctl: Path) -> TrainerResult | None:
         epochs_completed=done,
         save_dir=str(job.run_dir),
         exit_code=control.EXIT_COMPLETED,
+    )
+
+
+def _refused(job: TrainJob, why: str) -> TrainerResult:
+    print(f"runspec.trainer: {why}", file=sys.stderr, flush=True)
+    return TrainerResult(
+        outcome=TrainerOutcome.FAILED,
+        reason=why,
+        error_type=UnsafeCheckpoint.__name__,
+        error_message=why,
+        save_dir=str(job.run_dir),
+        exit_code=control.EXIT_FAILED,
     )
 
 
@@ -271,7 +266,12 @@ def run(job: TrainJob, job_file: Path | None = None) -> TrainerResult:
     signal.signal(signal.SIGINT, handler)
     os.environ.update(job.env)
     callback = StopControl(job.control_dir, eval_interval_from_args(job.args))
-    finished = _already_done(job, ctl)
+    try:
+        # Before LibreYOLO (or a rank) loads it with plain pickle: data only, or refused.
+        done = None if job.resume_from is None else trained_epochs(Path(job.resume_from))
+    except UnsafeCheckpoint as exc:
+        return _refused(job, str(exc))
+    finished = _already_done(job, ctl, done)
     if finished is not None:
         return finished
     try:
@@ -373,10 +373,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return control.EXIT_DUPLICATE
-    # Outside systemd (a session trainer) its unit's walls are its own to put up, before the
-    # dataset's files and the loaders run; under its unit they change nothing.
-    for refused in wall_in(off_limits(layout_of_control_dir(Path(job.control_dir)))):
-        print(f"runspec.trainer: {refused}", file=sys.stderr)
+    put_up_walls(job)
     # Stamped like runspec.log's lines: `runspec logs` puts what comes between (LibreYOLO's
     # lines, a traceback) in time order with runspec's own.
     print(f"{utc_iso(SYSTEM.time())} runspec.trainer: starting (pid {os.getpid()})", flush=True)

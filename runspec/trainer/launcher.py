@@ -31,16 +31,17 @@ import psutil
 from runspec.childpython import isolated
 from runspec.clock import SYSTEM, Clock
 from runspec.identity import ProcessIdentity
+from runspec.secrets.apartuid import trainers_are_units
 from runspec.store.atomic import write_text
 from runspec.store.locks import holder
 from runspec.store.paths import RunPaths
 from runspec.trainer import control
 from runspec.trainer.control import TrainerOutcome, TrainerResult, TrainJob
+from runspec.trainer.sessionwalls import job_needs_hub_token
 from runspec.trainer.trainerunit import (
     POLL,
     START_TIMEOUT,
     LaunchError,
-    job_needs_hub_token,
     main_pid,
     open_log,
     start_unit,
@@ -96,7 +97,7 @@ def start(
 ) -> TrainerHandle:
     """Start the trainer for `job`; its identity is saved to `<job_dir>/trainer.json`."""
     if use_systemd is None:
-        use_systemd = SYSTEMD_RUNNING.is_dir() and shutil.which("systemd-run") is not None
+        use_systemd = trainers_are_units()
     control_dir = Path(job.control_dir)
     other = holder(control_dir / control.TRAINER_LOCK_FILE)
     if other is not None:

@@ -37,10 +37,11 @@ from typing import BinaryIO
 from runspec.childpython import RUNSPEC_CODE, isolated
 from runspec.clock import SYSTEM
 from runspec.errors import RunspecError
-from runspec.secrets.secretenv import child_environ, hub_token, trainer_needs_hub_token
+from runspec.secrets.secretenv import child_environ, hub_token
 from runspec.store.offlimits import off_limits
 from runspec.store.paths import RunPaths
 from runspec.trainer.control import TrainJob
+from runspec.trainer.sessionwalls import hf_home, job_needs_hub_token, stored_login
 
 log = logging.getLogger("runspec.trainer.launcher")
 
@@ -64,10 +65,6 @@ def systemctl(*args: str) -> list[str]:
     return ["systemctl", *user, *args]
 
 
-def job_needs_hub_token(job: TrainJob) -> bool:
-    return trainer_needs_hub_token([job.model, job.args.get("distill_model")])
-
-
 # `python -I` (no folder the trainer can write on its import path: neither its working
 # directory, nor PYTHONPATH, nor a user site) and then runspec's own code by its explicit path:
 # a dataset that planted a `runspec/` package somewhere cannot have it run.
@@ -75,6 +72,10 @@ def trainer_env(job: TrainJob, *, with_token: bool) -> dict[str, str]:
     """What the trainer's environment holds, by either route (unit or session)."""
     env = child_environ(os.environ, hub_token=with_token)
     env.update(job.env)  # the spec's env: never secrets (the spec's rules refuse them)
+    if not job_needs_hub_token(job):
+        # huggingface_hub in the trainer reads no stored login either (it would send it with
+        # every download of public weights): its token file is an empty one.
+        env["HF_TOKEN_PATH"] = os.devnull
     # A data.yaml's relative `path:` means, to LibreYOLO, this folder first: the dataset's own,
     # as runspec.dataset.datayaml checked it.
     env["LIBREYOLO_DATASETS_DIR"] = str(Path(job.data).parent)
@@ -93,33 +94,14 @@ def _settable(name: str, value: str) -> bool:
     return True
 
 
-def _hf_home(job: TrainJob) -> Path:
-    # As runspec.dataset.staging.hf_home_for reads it: the spec's env first, then ours.
-    value = job.env.get("HF_HOME") or os.environ.get("HF_HOME")
-    return Path(value).expanduser() if value else Path.home() / ".cache" / "huggingface"
-
-
 def writable_paths(job: TrainJob, paths: RunPaths) -> list[Path]:
     found = [
         job.run_dir,
         Path(job.control_dir),
         paths.data_root,
         Path(job.data).parent,
-        _hf_home(job),
+        hf_home(job),
         Path(job.weights_cache),
-    ]
-    return list(dict.fromkeys(p.absolute() for p in found))
-
-
-def _stored_login(job: TrainJob) -> list[Path]:
-    """Where huggingface_hub keeps a login, as we and as the trainer would look for it."""
-    ours = Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface").expanduser()
-    token = Path(os.environ.get("HF_TOKEN_PATH") or ours / "token").expanduser()
-    found = [
-        token,
-        ours / "stored_tokens",
-        _hf_home(job) / "token",
-        _hf_home(job) / "stored_tokens",
     ]
     return list(dict.fromkeys(p.absolute() for p in found))
 
@@ -230,7 +212,7 @@ def sandbox_properties(
         if code:
             props.append("BindReadOnlyPaths=" + quoted_list(code))
     if not needs_token:
-        props.append("InaccessiblePaths=" + " ".join(_quoted(p) for p in _stored_login(job)))
+        props.append("InaccessiblePaths=" + " ".join(_quoted(p) for p in stored_login(job)))
     return props
 
 
