@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -388,3 +390,55 @@ def test_a_follower_that_cannot_read_the_hub_asks_for_a_fresh_machine_without_tr
     assert "cannot read where the run stands" in out1 and "exit 75 (a fresh machine)" in out1
     assert not list((tmp_path / "n1").rglob("trainer.json")), out1
     assert not (tmp_path / "n1" / "data").exists(), out1
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_a_stranger_on_node_0s_store_joins_nothing_and_the_run_trains_on(
+    tmp_path: Path, write_spec: SpecWriter, hub_env: dict[str, str], hub_server: HubServer
+) -> None:
+    """torch's TCPStore takes any connection on every interface (it has no password): a
+    stranger that joins as node 1 with torchrun's defaults reached the run's rendezvous and
+    stalled it. The run's keys now sit under an id only its nodes can name (an HMAC keyed by
+    the Hub token every node holds), so the stranger joins nothing and the real node 1 does."""
+    spec = write_spec(
+        "private", epochs=2, resources={"nodes": 2}, push={"hub": {"repo": "tester/private"}}
+    )
+    port = _free_port()
+    node0 = start_run(spec, tmp_path / "n0", {**hub_env, **_dstack(0, port)})
+    stranger: subprocess.Popen[str] | None = None
+    node1: subprocess.Popen[str] | None = None
+    try:
+        wait_for(lambda: _listening(port), 300, "node 0's rendezvous store")
+        marker = tmp_path / "stranger-ran"
+        script = tmp_path / "stranger.py"
+        script.write_text(f"open({str(marker)!r}, 'w').write('joined')\n")
+        stranger = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--node_rank=1"),
+                *("--master_addr=127.0.0.1", f"--master_port={port}", "--nproc_per_node=1"),
+                *("--max_restarts=0", "--rdzv_conf=timeout=120", str(script)),
+            ],
+            env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        time.sleep(10)  # its agent has met the store and waits in the rendezvous it can name
+        node1 = start_run(spec, tmp_path / "n1", {**hub_env, **_dstack(1, port)})
+        code0, out0 = finish_run(node0, timeout=400)
+        code1, out1 = finish_run(node1, timeout=120)
+        assert (code0, code1) == (0, 0), out0[-3000:] + out1[-3000:]
+        assert not marker.exists(), "the stranger's program ran as a rank of the run"
+        record = record_of(tmp_path / "n0", "private")
+        assert record["termination"] == "completed" and record["epoch"] == 2
+        # The id never shows on a command line another process can read.
+        console = next((tmp_path / "n0").rglob("console.log")).read_text()
+        assert "rdzv_id" not in console and "runspec-" not in console.split("torchrun")[1][:200]
+    finally:
+        for proc in (stranger, node1, node0):
+            if proc is not None and proc.poll() is None:
+                _kill_tree(proc)  # type: ignore[arg-type]

@@ -97,6 +97,8 @@ def run(args: argparse.Namespace) -> Outcome:
     engine = detect(os.environ, args.engine)
     spec = load_spec(args.spec, state)
     layout = node_plan(spec, engine)
+    if layout is not None and layout.nnodes > 1:
+        _secure_rendezvous(spec.name, engine)
     refuse_beside_daemon(spec, state, args.spec)
     paths = RunPaths.for_spec(spec, state)
     if layout is not None and not layout.head:
@@ -263,3 +265,23 @@ def follow_node(
     if args.format == "json":
         print_json({"name": spec.name, "node_rank": layout.node_rank, "outcome": outcome.value})
     return outcome
+
+
+def _secure_rendezvous(name: str, engine: EngineContext | None) -> None:
+    """Every node's torchrun joins the run under an id only the run's nodes can name
+    (runspec.engines.nodes.rendezvous_id), handed to the trainer in its environment."""
+    from runspec.engines.nodes import SECRET_ENV, rendezvous_id
+    from runspec.trainer.multinode import RDZV_ID_ENV
+    from runspec.voice import warning
+
+    found = rendezvous_id(os.environ, engine.task_id if engine else None, name)
+    if found is not None:
+        os.environ[RDZV_ID_ENV] = found
+        return
+    print(
+        warning(
+            "no HF_TOKEN or RUNSPEC_RENDEZVOUS_SECRET on this node: the nodes' rendezvous is "
+            f"open to whoever reaches node 0's port; set {SECRET_ENV} (the same on every node)"
+        ),
+        file=sys.stderr,
+    )

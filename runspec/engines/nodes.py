@@ -10,6 +10,8 @@ set) and `--nproc_per_node`: one process per GPU, one per node when the spec tra
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -18,6 +20,11 @@ from runspec.errors import UsageError
 from runspec.spec.model import BudgetFit, Spec
 
 DEFAULT_PORT = 29500  # torchrun's own default
+# The rendezvous's run id, which prefixes every key of the run in node 0's TCPStore: torch's
+# store has no password and listens on every interface (torch/csrc/distributed/c10d's
+# TCPStore binds the wildcard address; static_tcp_rendezvous.py wraps it in
+# PrefixStore(run_id)), so a node that cannot name the run id joins nothing of the run.
+SECRET_ENV = "RUNSPEC_RENDEZVOUS_SECRET"  # else the Hub token every node holds keys it
 
 # (rank, node count, GPUs per node, the head's address) by engine; the head's address is the
 # first line of SkyPilot's list, or dstack's own variable.
@@ -58,6 +65,17 @@ class NodeLayout:
             f"--master_port={self.master_port}",
             f"--nproc_per_node={self.nproc_per_node}",
         ]
+
+
+def rendezvous_id(environ: Mapping[str, str], task_id: str | None, name: str) -> str | None:
+    """The run's rendezvous id: an HMAC of the task and the run keyed by a secret every node
+    has (RUNSPEC_RENDEZVOUS_SECRET, else the Hub token) and no stranger can name; None when
+    no node-wide secret is set (the rendezvous is then open to whoever reaches node 0)."""
+    key = environ.get(SECRET_ENV, "").strip() or environ.get("HF_TOKEN", "").strip()
+    if not key:
+        return None
+    message = f"runspec rendezvous\0{task_id or ''}\0{name}".encode()
+    return "runspec-" + hmac.new(key.encode(), message, hashlib.sha256).hexdigest()[:32]
 
 
 def _int(environ: Mapping[str, str], name: str, default: int, least: int) -> int:

@@ -31,6 +31,7 @@ from typing import Any
 from runspec.units import plain_int
 
 NODES_ENV = "RUNSPEC_TORCHRUN"  # torchrun's node options, space separated
+RDZV_ID_ENV = "RUNSPEC_RDZV_ID"  # the run's rendezvous id (runspec.engines.nodes), if any
 RENDEZVOUS_ENV = "RUNSPEC_RENDEZVOUS_TIMEOUT"
 DEFAULT_RENDEZVOUS = 600
 STOP_KEY = "runspec/stopped"
@@ -98,8 +99,13 @@ def torchrun_train(job_file: Path, control_dir: Path, options: str) -> None:
     ]
     print(f"runspec.trainer: torchrun {options}", flush=True)
     tail: collections.deque[str] = collections.deque(maxlen=60)
+    # The run's rendezvous id (runspec.engines.nodes.rendezvous_id) goes to torchrun through
+    # its environment (torchrun reads PET_<OPTION>): never on a command line `ps` shows.
+    env = {k: v for k, v in os.environ.items() if k != RDZV_ID_ENV}
+    if rdzv := os.environ.get(RDZV_ID_ENV, "").strip():
+        env["PET_RDZV_ID"] = rdzv
     proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
     )
     assert proc.stdout is not None
     for raw in proc.stdout:
@@ -119,15 +125,19 @@ def peer_stopped(control_dir: Path) -> str | None:
         return None
 
 
-def _store(timeout: float) -> Any:
-    from torch.distributed import TCPStore  # noqa: PLC0415 - torch, in the rank only
+def run_store(timeout: float) -> Any:
+    """Node 0's TCPStore as a rank reaches it, its keys under the run's rendezvous id
+    (TORCHELASTIC_RUN_ID, which torchrun gives every rank): the keys torchrun's own rendezvous
+    uses are there too, and a stranger that connects without the id reaches none of them."""
+    from torch.distributed import PrefixStore, TCPStore  # noqa: PLC0415 - torch, in the rank
 
-    return TCPStore(
+    store = TCPStore(
         os.environ["MASTER_ADDR"],
         int(os.environ["MASTER_PORT"]),
         is_master=False,
         timeout=timedelta(seconds=timeout),
     )
+    return PrefixStore(os.environ.get("TORCHELASTIC_RUN_ID", "none"), store)
 
 
 def announce_stop(reason: str) -> None:
@@ -136,7 +146,7 @@ def announce_stop(reason: str) -> None:
     if others <= 0:
         return
     try:
-        store = _store(ACK_WAIT)
+        store = run_store(ACK_WAIT)
         store.set(STOP_KEY, reason)
         end = time.monotonic() + ACK_WAIT
         while store.add(ACK_KEY, 0) < others and time.monotonic() < end:
@@ -152,7 +162,7 @@ def listen_for_stop(control_dir: Path) -> None:
 
     def listen() -> None:
         try:
-            store = _store(timedelta(days=30).total_seconds())
+            store = run_store(timedelta(days=30).total_seconds())
             store.wait([STOP_KEY])
             reason = store.get(STOP_KEY).decode("utf-8", "replace")
             (control_dir / PEER_STOPPED).write_text(reason + "\n")

@@ -21,11 +21,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from runspec.trainer.multinode import peer_stopped, write_rank_error
+from runspec.trainer.multinode import peer_stopped, run_store, write_rank_error
 from runspec.units import plain_int
 
 SILENCE_ENV = "RUNSPEC_PEER_SILENCE"
@@ -48,14 +47,8 @@ def _beat_key(rank: int) -> str:
 
 
 def _connect(timeout: float) -> Any:
-    from torch.distributed import TCPStore  # noqa: PLC0415 - torch, in the rank only
-
-    return TCPStore(
-        os.environ["MASTER_ADDR"],
-        int(os.environ["MASTER_PORT"]),
-        is_master=False,
-        timeout=timedelta(seconds=timeout),
-    )
+    # The run's keys, under its rendezvous id: a stranger on the store beats for no rank.
+    return run_store(timeout)
 
 
 def watched(rank: int, local_world: int, world: int) -> list[int]:
