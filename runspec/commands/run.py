@@ -88,8 +88,8 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.store.paths import RunPaths
     from runspec.store.state import RecordStore
     from runspec.views.report import summary_lines
-    from runspec.voice import Stream, set_live, setup_logging, tagged
-    from runspec.watch.renew import renewer_for
+    from runspec.voice import Stream, set_live, setup_logging, tagged, warning
+    from runspec.watch.renew import FIRST_LEASE_WAIT_S, renewer_for
 
     state = state_dir(args)
     perms.check([state])  # before a file is written through a link planted there
@@ -161,7 +161,9 @@ def run(args: argparse.Namespace) -> Outcome:
             spec, paths, RecordStore(state), say=progress, owns_machine=engine is None
         )
         if renewer is not None:
-            renewer.start()
+            renewer.start()  # its first renewal makes the repo: watched before anything slow
+            if not renewer.first(min(renewer.interval, FIRST_LEASE_WAIT_S)):
+                progress(warning(f"no lease in {renewer.repo} yet: tried again meanwhile"))
         try:
             record = lifecycle.run()
         finally:

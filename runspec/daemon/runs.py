@@ -192,6 +192,7 @@ class RunKeeper:
         if renewer is None or self.timers is None:
             return
         self.timers.every(LEASE_ID, renewer.interval, renewer.kick)
+        renewer.kick()  # the first lease at once (it makes the repo): watched from the start
 
     def _end_lease(self) -> None:
         """The final state into the lease, in a thread (`settle_lease` waits for it)."""

@@ -45,6 +45,7 @@ from runspec.trainer.checkpoints import vouch_after_exit
 from runspec.trainer.launcher import TrainerHandle
 from runspec.views import messages
 from runspec.voice import Transient, error, warning
+from runspec.watch.endedby import ended_by_watcher, finish_as_ended
 
 if TYPE_CHECKING:
     from runspec.preflight import Phase
@@ -374,6 +375,9 @@ class Lifecycle:
             self._move(RunStatus.FINISHING, f"{term.value}; applying the finish action")
 
     def _finish(self) -> None:
+        if (ended := ended_by_watcher(self.spec, self.paths)) is not None:  # one finish only
+            finish_as_ended(self.spec, self.owner, ended, self.clock, self.say)
+            return
         endgame = Endgame(
             self.paths.layout,
             clock=self.clock,

@@ -36,6 +36,7 @@ from runspec.watch.lease import (
     LeaseError,
     LeaseMoved,
 )
+from runspec.watch.liveness import on_hub_clock, read_live, skew_refusal
 
 log = logging.getLogger("runspec.watch")
 
@@ -120,17 +121,22 @@ def watch_repo(
 
 def _once(repo: str, hub: HubLease, opts: WatchOptions, env: dict[str, str], clock: Clock) -> Seen:
     try:
-        head, lease = hub.read()
+        reading = read_live(repo, hub, clock)
     except DamagedLease as exc:
         return Seen(repo, "error", "", error=f"damaged lease: {exc}")
     except LeaseError as exc:
         return Seen(repo, "error", "", error=str(exc))
-    if head is None or lease is None:
+    head, lease = reading.head, reading.lease
+    if head is None or lease is None or reading.page is None:
         return Seen(repo, "no-lease", f"no {LEASE_PATH} (watch.lease: none, or not pushed)")
+    # Judged on the Hub's clock, never on this watcher's (runspec.watch.liveness).
+    if (refusal := skew_refusal(reading.page, lease)) is not None:
+        return Seen(repo, "error", "", error=refusal)
+    on_hub, now = on_hub_clock(lease, reading.page)
+    grace = (lease.lease_s if opts.grace is None else opts.grace) + reading.failing_s
     decision = judge(
-        lease, clock.time(), grace=opts.grace,
-        destroy_unverified_after=opts.destroy_unverified_after,
-    )  # fmt: skip
+        on_hub, now, grace=grace, destroy_unverified_after=opts.destroy_unverified_after
+    )
     if decision.verdict is Verdict.NOTIFY:
         return Seen(repo, decision.verdict.value, decision.reason, error=decision.reason)
     if not decision.acts or opts.dry_run:
