@@ -8,9 +8,10 @@
   the lease (at least 2 s: the Date header is whole seconds); beyond that it judges nothing
   and says so, whatever the lease says.
 - **Time spent failing is grace.** A read is tried again with backoff (honouring Retry-After)
-  for up to a minute; the time a watcher spent failing to read a repo, in this pass and in the
-  passes before, is added to its grace until the box commits again: the box was meeting the
-  same Hub meanwhile.
+  for up to a minute; the longest time a watcher spent failing to read a repo without a break,
+  in this pass or across the passes before, is added to its grace until the box commits again:
+  the box was meeting the same Hub meanwhile. The longest outage, not the sum of every short
+  one: a Hub failing a share of requests costs the box retries, an outage costs it renewals.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class Reading:
 
 class Memory:
     """What a watcher process remembers of each repo between passes: since when its reads
-    fail, and the failing time owed to the box until the box commits again."""
+    fail, and the longest failing time owed to the box until the box commits again."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -62,8 +63,8 @@ class Memory:
             owed, against = self.owed.get(repo, (0.0, box_commit))
             if against != box_commit:  # the box committed since: it met the Hub again
                 owed = 0.0
-            if began is not None:
-                owed += now - began
+            if began is not None:  # the longest outage, not the sum of every short one
+                owed = max(owed, now - began)
             if owed > 0:
                 self.owed[repo] = (owed, box_commit)
             else:
