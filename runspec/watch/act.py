@@ -167,8 +167,13 @@ def _end(
         "claim": secrets.token_hex(8),
     }  # fmt: skip
     claimed = replace(lease, ended_by=ended_by)
+    # The claim lands before the provider is called. huggingface_hub retries the commit's
+    # preupload request itself on a 429 or 5xx (1, 2, 4, 8, 8 s and any Retry-After): on a
+    # failing Hub that is the seconds between `at` (the decision) and the call; recorded.
+    began = clock.monotonic()
     try:
         commit = hub.write(claimed, head, f"runspec watch: {action.value} ({decision.reason})")
+        claim_s = round(clock.monotonic() - began, 1)
     except LeaseMoved:
         raise
     except LeaseError as exc:
@@ -186,7 +191,7 @@ def _end(
             seen.confirmed, detail = False, str(exc)
     if not seen.confirmed:
         seen.error = f"{action.value} not confirmed: {detail}"
-    done = {**ended_by, "confirmed": seen.confirmed, "detail": detail}
+    done = {**ended_by, "confirmed": seen.confirmed, "detail": detail, "claim_s": claim_s}
     try:
         hub.write(replace(lease, ended_by=done), commit, f"runspec watch: {action.value} recorded")
     except LeaseError as exc:  # the end stands; the first write already names it
