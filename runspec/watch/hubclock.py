@@ -72,6 +72,16 @@ def retry_after(exc: BaseException | None) -> float | None:
     return None
 
 
+def refused(exc: BaseException | None) -> bool:
+    """The Hub refused the token (401, 403): trying again changes nothing."""
+    while exc is not None:
+        response = getattr(exc, "response", None)
+        if getattr(response, "status_code", None) in (401, 403):
+            return True
+        exc = exc.__cause__
+    return False
+
+
 def hub_date(value: str | None) -> float:
     """An HTTP `Date` header as UTC seconds; raises LeaseError when there is none."""
     try:

@@ -31,7 +31,7 @@ from runspec.store.paths import RunPaths
 from runspec.store.state import RecordStore, RunRecord
 from runspec.trainer.checkpoints import epoch_number
 from runspec.voice import warning
-from runspec.watch.hubclock import retry_after
+from runspec.watch.hubclock import refused, retry_after
 from runspec.watch.lease import VOUCH_LEASES, HubLease, Lease, LeaseError
 from runspec.watch.renewhub import create_with_lease
 
@@ -223,7 +223,7 @@ class LeaseRenewer:
             self._keep(lease.to_json())
         except LeaseError as exc:  # a moved branch or a flaky Hub: tried again
             log.warning("%s: the lease was not renewed: %s", self.spec.name, exc)
-            return None, retry_after(exc)
+            return (False if refused(exc) else None), retry_after(exc)  # a refused token: next
         self.renewals += 1
         self.landed.set()
         return True, None
