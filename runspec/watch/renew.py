@@ -122,6 +122,8 @@ class LeaseRenewer:
         self._stop = threading.Event()
         self._lock = threading.Lock()  # one renewal at a time, the final one included
         self.landed = threading.Event()  # a renewal landed (the first one: the run is watched)
+        self.tried = threading.Event()  # the first try is over, landed or not
+        self.last_error = ""
         self.private = spec.push.hub.private
         self._said_taken = False
 
@@ -187,12 +189,17 @@ class LeaseRenewer:
             failures = 0
             while True:
                 landed, asked = self._attempt()
+                self.tried.set()
                 if landed is not None:
                     return landed
                 failures += 1
                 most = max(self.interval / 4, FIRST_PAUSE_S)
                 pause = max(pause_after(failures, FIRST_PAUSE_S, most), asked or 0.0)
                 if self.clock.monotonic() + pause > until or (self._stop.is_set() and not final):
+                    name, error = self.spec.name, self.last_error
+                    log.warning(
+                        "%s: the lease was not renewed (%d tries): %s", name, failures, error
+                    )
                     return False
                 if wait(pause) is True:  # the run ended meanwhile: the final renewal takes over
                     return False
@@ -222,8 +229,12 @@ class LeaseRenewer:
                 self.hub.write(lease, head, message)
             self._keep(lease.to_json())
         except LeaseError as exc:  # a moved branch or a flaky Hub: tried again
-            log.warning("%s: the lease was not renewed: %s", self.spec.name, exc)
-            return (False if refused(exc) else None), retry_after(exc)  # a refused token: next
+            log.info("%s: a try of the lease failed: %s", self.spec.name, exc)
+            self.last_error = str(exc)
+            if refused(exc):  # the token is refused: trying again changes nothing
+                log.warning("%s: the lease was not renewed: %s", self.spec.name, exc)
+                return False, None
+            return None, retry_after(exc)
         self.renewals += 1
         self.landed.set()
         return True, None
@@ -299,8 +310,10 @@ class LeaseRenewer:
                 return
 
     def first(self, timeout: float) -> bool:
-        """Wait (at most `timeout`) for the first renewal to land; whether it did."""
-        return self.landed.wait(timeout)
+        """Wait (at most `timeout`) for the first try of the first renewal; whether the lease
+        landed. A Hub that refuses it does not hold up the run: the tries go on beside it."""
+        self.tried.wait(timeout)
+        return self.landed.is_set()
 
     def _renew_safely(self) -> bool:
         """A renewal whose failure, whatever it is, costs that renewal only: a thread that
