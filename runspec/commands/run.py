@@ -158,7 +158,12 @@ def run(args: argparse.Namespace) -> Outcome:
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         # The off-box dead-man's switch: this run vouches for itself on the Hub while it lives.
         renewer = renewer_for(
-            spec, paths, RecordStore(state), say=progress, owns_machine=engine is None
+            spec,
+            paths,
+            RecordStore(state),
+            say=progress,
+            owns_machine=engine is None,
+            on_ended=lifecycle.requests.interrupted.set,  # a watcher ended it: push and stop
         )
         if renewer is not None:
             renewer.start()  # its first renewal makes the repo: watched before anything slow

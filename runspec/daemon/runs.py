@@ -187,6 +187,7 @@ class RunKeeper:
         renewer = renewer_for(
             lifecycle.spec, lifecycle.paths, self.store, clock=self.clock,
             say=self._run_progress(lifecycle.spec.name),
+            on_ended=lifecycle.requests.interrupted.set,  # a watcher ended it: push and stop
         )  # fmt: skip
         self.lease = renewer
         if renewer is None or self.timers is None:

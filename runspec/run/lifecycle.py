@@ -364,6 +364,9 @@ class Lifecycle:
             else:
                 self._stop_pusher()  # the card's commit is the last; none may race it
                 push_card(pusher.target, self.paths, self.say, window_left(self))
+        if (ended := ended_by_watcher(self.spec, self.paths)) is not None:  # one finish only
+            finish_as_ended(self.spec, self.owner, ended, self.clock, self.say)
+            return
         term = self.record.termination or Termination.COMPLETED
         if term in NO_FINISH or not self.options.finish or self.requests.interrupted.is_set():
             nxt = f"no finish action ({term.value}): the machine is kept"

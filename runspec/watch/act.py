@@ -65,6 +65,7 @@ class Seen:
     called: bool = False  # a request went to the provider
     confirmed: bool | None = None
     error: str | None = None  # set: fail closed (nothing was called), or the end failed
+    grace_added: float = 0.0  # the longest time this watcher failed to read the repo
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -142,8 +143,10 @@ def _once(repo: str, hub: HubLease, opts: WatchOptions, env: dict[str, str], clo
     if not decision.acts or opts.dry_run:
         action = decision.action.value if decision.action else None
         verdict = "would-end" if decision.acts else decision.verdict.value
-        return Seen(repo, verdict, decision.reason, action)
-    return _end(repo, hub, head, lease, decision, opts, env, clock)
+        return Seen(repo, verdict, decision.reason, action, grace_added=reading.failing_s)
+    seen = _end(repo, hub, head, lease, decision, opts, env, clock)
+    seen.grace_added = reading.failing_s
+    return seen
 
 
 def _end(

@@ -99,11 +99,14 @@ class LeaseRenewer:
         clock: Clock = SYSTEM,
         say: Callable[[str], None] = print,
         owns_machine: bool = True,
+        on_ended: Callable[[], None] | None = None,
     ) -> None:
         assert spec.push is not None and spec.push.hub is not None and spec.watch.lease
         # Under an engine (SkyPilot, dstack, HF Jobs) the machine is the engine's: the lease
         # names no provider or instance (a watcher then only notifies) and arms no timer.
         self.owns_machine = owns_machine
+        # Told once when a watcher ended this box: the run then pushes what it can and stops.
+        self.on_ended = on_ended
         self.spec = spec
         self.paths = paths
         self.store = store
@@ -282,9 +285,11 @@ class LeaseRenewer:
             warning(
                 f"{self.spec.name}: this box was ended by {ended_by.get('by')} "
                 f"({ended_by.get('reason')}, {ended_by.get('action')} at {ended_by.get('at')}); "
-                "the lease is not renewed over it"
+                "the lease is not renewed over it; the run pushes what it can and stops"
             )
         )
+        if self.on_ended is not None:
+            self.on_ended()
 
     def kick(self) -> None:
         """A renewal in a thread of its own, unless one is still under way."""
@@ -339,8 +344,11 @@ class LeaseRenewer:
 def renewer_for(
     spec: Spec, paths: RunPaths, store: RecordStore, *, clock: Clock = SYSTEM,
     say: Callable[[str], None] = print, owns_machine: bool = True,
+    on_ended: Callable[[], None] | None = None,
 ) -> LeaseRenewer | None:  # fmt: skip
     """The run's renewer, or None when its spec has no lease (or the watcher is off here)."""
     if spec.watch.lease is None:
         return None
-    return LeaseRenewer(spec, paths, store, clock=clock, say=say, owns_machine=owns_machine)
+    return LeaseRenewer(
+        spec, paths, store, clock=clock, say=say, owns_machine=owns_machine, on_ended=on_ended
+    )
