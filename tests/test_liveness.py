@@ -141,3 +141,22 @@ def test_the_first_lease_makes_the_private_repo_before_any_push(
     assert lease["state"] == "preflight" and lease["run"] == "early"
     # An org's watcher finds it by its tag before the first push's card replaces the stub.
     assert [m.id for m in HfApi().list_models(author="me", filter="runspec")] == ["me/early"]
+
+
+def test_a_once_watcher_remembers_an_outage_across_its_passes(
+    hub_server: HubServer, standin: StandIn, env: dict[str, str]
+) -> None:
+    box = VastInstance(standin)
+    # Committed 870 s ago, vouched for 600 s: alive for 30 s more with the default grace.
+    box_commit(hub_server, 870.0)
+    hub_server.down()  # the Hub is down for this pass, a minute of tries
+    code, out, _err = result(watch(env, REPO))
+    assert code == 1 and out["runs"][0]["verdict"] == "error"
+    hub_server.up()
+    # The next pass (a new process, as a scheduled job runs it) reads the Hub again past the
+    # 30 s; the box met the same outage, so the minute this watcher failed is its grace too.
+    code, out, err = result(watch(env, REPO))
+    assert code == 0, err
+    seen = out["runs"][0]
+    assert seen["verdict"] == "alive" and seen["grace_added"] >= 50.0, seen
+    assert standin.made() == [] and box.effects == []

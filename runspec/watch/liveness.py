@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 from dataclasses import dataclass, replace
 
 from runspec.backoff import pause_after
 from runspec.clock import Clock, human_duration, parse_utc_iso, utc_iso
 from runspec.watch.hubclock import HubPage, newest_commits, retry_after
 from runspec.watch.lease import VOUCH_LEASES, DamagedLease, HubLease, Lease, LeaseError
+from runspec.watch.memory import MEMORY, Memory
 
 log = logging.getLogger("runspec.watch")
 
@@ -41,38 +41,6 @@ class Reading:
     lease: Lease | None
     page: HubPage | None
     failing_s: float  # the grace this watcher adds: the time it spent failing to read
-
-
-class Memory:
-    """What a watcher process remembers of each repo between passes: since when its reads
-    fail, and the longest failing time owed to the box until the box commits again."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.failing_since: dict[str, float] = {}
-        self.owed: dict[str, tuple[float, str | None]] = {}  # repo: (seconds, box commit)
-
-    def failed(self, repo: str, now: float) -> None:
-        with self._lock:
-            self.failing_since.setdefault(repo, now)
-
-    def cleared(self, repo: str, now: float, box_commit: str | None) -> float:
-        """The failing time owed for `repo` after a clean read at `now` (monotonic)."""
-        with self._lock:
-            began = self.failing_since.pop(repo, None)
-            owed, against = self.owed.get(repo, (0.0, box_commit))
-            if against != box_commit:  # the box committed since: it met the Hub again
-                owed = 0.0
-            if began is not None:  # the longest outage, not the sum of every short one
-                owed = max(owed, now - began)
-            if owed > 0:
-                self.owed[repo] = (owed, box_commit)
-            else:
-                self.owed.pop(repo, None)
-            return owed
-
-
-MEMORY = Memory()  # one per watcher process: `runspec watch` without --once keeps it
 
 
 def read_live(
@@ -93,7 +61,7 @@ def read_live(
         except DamagedLease:
             raise
         except LeaseError as exc:
-            memory.failed(repo, clock.monotonic())
+            memory.failed(repo, clock.time())
             failures += 1
             backoff = pause_after(failures, READ_FIRST_PAUSE_S, READ_MOST_PAUSE_S)
             pause = max(backoff, retry_after(exc) or 0.0)
@@ -103,7 +71,7 @@ def read_live(
             clock.sleep(pause)
             continue
         box = page.newest_of_box() if page is not None else None
-        owed = memory.cleared(repo, clock.monotonic(), box.sha if box else None)
+        owed = memory.cleared(repo, clock.time(), box.sha if box else None)
         return Reading(head, lease, page, owed)
 
 
