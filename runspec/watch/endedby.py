@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -21,9 +22,11 @@ from runspec.store.owner import RunOwner
 from runspec.store.paths import RunPaths
 from runspec.store.state import RunStatus
 from runspec.voice import warning
-from runspec.watch.lease import MAX_BYTES, HubLease, LeaseError
+from runspec.watch.lease import MAX_BYTES, HubLease
 
 log = logging.getLogger("runspec.watch")
+
+HUB_READ_S = 30.0  # the longest the finish waits for the lease at the Hub
 
 
 def _local(paths: RunPaths) -> dict[str, Any] | None:
@@ -44,11 +47,20 @@ def ended_by_watcher(spec: Spec, paths: RunPaths) -> dict[str, Any] | None:
         return None
     if (ended := _local(paths)) is not None:
         return ended
-    try:
-        _head, lease = HubLease(spec.push.hub.repo).read()
-    except LeaseError as exc:
-        log.info("%s: the lease could not be read before the finish: %s", spec.name, exc)
-        return None
+    repo, found = spec.push.hub.repo, []
+
+    def read() -> None:
+        try:
+            found.append(HubLease(repo).read()[1])
+        except Exception as exc:  # any fault: no end known, the box's own finish goes on
+            log.info("%s: the lease could not be read before the finish: %s", spec.name, exc)
+
+    # Bounded: huggingface_hub's client has no timeout of its own, and a hung Hub must not
+    # hold the finish (and the machine's billing) for ever.
+    reader = threading.Thread(target=read, name="lease-read", daemon=True)
+    reader.start()
+    reader.join(HUB_READ_S)
+    lease = found[0] if found else None
     if lease is None or lease.run != spec.name or lease.ended_by is None:
         return None
     return lease.ended_by
