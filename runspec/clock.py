@@ -1,20 +1,29 @@
 """The one clock seam: wall time for deadlines people read, monotonic time for waits.
 
-Code that waits or plans takes a Clock, so tests drive time instead of sleeping.
+Code that waits or plans takes a Clock, so tests drive time instead of sleeping. A process
+started with RUNSPEC_CLOCK_OFFSET_S (seconds, may be negative) reads a wall clock that far off:
+the seam through which tests give a real `runspec watch` a skewed clock.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import threading
 import time
 from datetime import datetime, timedelta, timezone
 
+OFFSET_VARIABLE = "RUNSPEC_CLOCK_OFFSET_S"
+
 
 class Clock:
-    """The real clock."""
+    """The real clock (its wall time `offset` seconds off: the tests' skewed machine)."""
+
+    def __init__(self, offset: float = 0.0) -> None:
+        self.offset = offset
 
     def time(self) -> float:
-        return time.time()
+        return time.time() + self.offset
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.time(), tz=timezone.utc)
@@ -27,7 +36,19 @@ class Clock:
             time.sleep(seconds)
 
 
-SYSTEM = Clock()
+def offset_from_env(value: str | None) -> float:
+    if not value:
+        return 0.0
+    if not re.fullmatch(r"-?[0-9]{1,9}(\.[0-9]{1,6})?", value):
+        shown = value[:40]
+        raise SystemExit(
+            f"runspec: {OFFSET_VARIABLE}={shown!r} is not a number of seconds "
+            "(a test seam that skews the clock: unset it)"
+        )
+    return float(value)
+
+
+SYSTEM = Clock(offset_from_env(os.environ.get(OFFSET_VARIABLE)))
 
 
 class ManualClock(Clock):

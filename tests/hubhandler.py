@@ -13,6 +13,7 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,7 +37,7 @@ HANG_S = 60.0  # the longest a "hang" fault holds a request (the server's stop e
 
 _REPO_API = re.compile(
     r"^/api/(?P<type>models|datasets|spaces)/(?P<repo>[^/]+/[^/]+)"
-    r"(?:/(?P<action>revision|preupload|commit|tree|paths-info)/(?P<rev>[^/]+)(?P<rest>/.*)?)?$"
+    r"(?:/(?P<action>revision|preupload|commit|commits|tree|paths-info)/(?P<rev>[^/]+)(?P<rest>/.*)?)?$"
 )
 _LFS_BATCH = re.compile(
     r"^/(?P<prefix>datasets/|spaces/)?(?P<repo>[^/]+/[^/]+)\.git/info/lfs/objects/batch$"
@@ -81,6 +82,12 @@ class Handler(BaseHTTPRequestHandler):
             if op not in ("agent", "lfs_put", "xet_bridge") and not self._authorised():
                 self._drain()
                 self._json(401, {"error": "Invalid credentials in Authorization header"})
+                return
+            flaky = hub._take_flaky() if op not in ("agent", "lfs_put") else None
+            if flaky is not None:
+                self._drain()
+                retry = {"Retry-After": str(flaky.retry_after)} if flaky.mode == "429" else {}
+                self._json(int(flaky.mode), {"error": "injected incident"}, retry)
                 return
             fault = hub._take_fault(op, method)
             mode = fault.mode if fault is not None else None
@@ -150,6 +157,8 @@ class Handler(BaseHTTPRequestHandler):
                 return "preupload", lambda: self._preupload(rtype, repo, rev)
             if action == "commit" and method == "POST":
                 return "commit", lambda: self._commit(rtype, repo, rev)
+            if action == "commits" and method == "GET":
+                return "commits", lambda: self._commits(rtype, repo, rev)
             if action == "tree" and method == "GET":
                 return "tree", lambda: self._tree(rtype, repo, rev, rest)
             if action == "paths-info" and method == "POST":
@@ -391,6 +400,22 @@ class Handler(BaseHTTPRequestHandler):
                 "success": True,
             },
         )
+
+    def _commits(self, rtype: str, repo_id: str, rev: str) -> None:
+        """A page of the branch's commits, newest first, as the Hub lists them
+        (huggingface_hub's list_repo_commits reads id, title, message, authors and date)."""
+        if (repo := self._repo(rtype, repo_id)) is None:
+            return
+        if self._revision(repo, rev) is None:
+            return
+        page = []
+        for oid, _files, message in reversed(repo.commits[-50:]):
+            when = datetime.fromtimestamp(repo.times.get(oid, 0.0), tz=timezone.utc)
+            date = when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+            title = message.splitlines()[0] if message else ""
+            item = {"id": oid, "title": title, "message": message, "authors": [], "date": date}
+            page.append(item)
+        self._json(200, page)
 
     def _tree(self, rtype: str, repo_id: str, rev: str, under: str) -> None:
         if (repo := self._repo(rtype, repo_id)) is None:

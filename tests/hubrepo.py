@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import random
 from dataclasses import dataclass, field
 
 LFS_THRESHOLD = 10 * 1000 * 1000  # the Hub sends files over 10 MB (or binary ones) to LFS
@@ -19,6 +20,7 @@ OPS = (
     "resolve",
     "xet_token",
     "xet_bridge",
+    "commits",
 )
 
 
@@ -56,6 +58,7 @@ class Repo:
     repo_type: str
     private: bool
     commits: list[tuple[str, dict[str, Entry], str]] = field(default_factory=list)
+    times: dict[str, float] = field(default_factory=dict)  # each commit's time, the Hub's clock
 
     @property
     def head(self) -> dict[str, Entry]:
@@ -80,6 +83,16 @@ class Fault:
     times: int
     status: int = 400  # what an "echo" answers
     method: str | None = None  # only requests with this method (None: any)
+
+
+@dataclass
+class Flaky:
+    """A share of every request fails (`HubServer.flaky`): an incident of the Hub's."""
+
+    rate: float
+    mode: str  # "500", or "429" with a Retry-After of `retry_after` seconds
+    retry_after: int
+    rng: random.Random
 
 
 @dataclass(frozen=True)

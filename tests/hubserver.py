@@ -9,9 +9,11 @@ under `storage`, never held whole in memory, so 200 MB uploads cost no RAM here 
 Tests steer it through its Python API: `fail()` injects HTTP 500s or dropped connections on
 one kind of request, `lie_about_sha256()` makes paths-info report a wrong hash, `down()` /
 `up()` make every request drop, `put_file()` seeds a repo, `read_file()` reads one back, and
-`log` / `lfs_bytes_received` say what arrived. `enable_xet()` turns on the Xet path
-(tests/hubxet.py: the token routes, xet-core's own content store, the download bridge) and
-`limit_commits()` the Hub's commit quota (HTTP 429 in the Hub's words).
+`log` / `lfs_bytes_received` say what arrived, `flaky()` fails a share of every request (500, or
+429 with Retry-After). Every answer carries the server's `Date` (http.server's own header).
+`enable_xet()` turns on the Xet path (tests/hubxet.py: the token routes, xet-core's own content
+store, the download bridge) and `limit_commits()` the Hub's commit quota (HTTP 429 in the Hub's
+words).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
+import random
 import secrets
 import shutil
 import socket
@@ -29,7 +32,17 @@ from pathlib import Path
 
 from tests.hubhandler import Handler
 from tests.hubjobs import Jobs
-from tests.hubrepo import LFS_THRESHOLD, OPS, Entry, Fault, Repo, Request, blob_id, lfs_entry
+from tests.hubrepo import (
+    LFS_THRESHOLD,
+    OPS,
+    Entry,
+    Fault,
+    Flaky,
+    Repo,
+    Request,
+    blob_id,
+    lfs_entry,
+)
 from tests.hubxet import XetStore
 
 __all__ = ["Entry", "HubServer", "Repo", "blob_id"]
@@ -67,6 +80,7 @@ class HubServer:
         self._lies: set[str] = set()
         self._lie_all = False
         self._down = False
+        self.flaky_now: Flaky | None = None
         self.released = threading.Event()  # ends every hang
         self._lock = threading.RLock()
         self._conns: set[socket.socket] = set()
@@ -145,10 +159,25 @@ class HubServer:
         with self._lock:
             self._faults.setdefault(op, []).append(Fault(mode, times, status, method))
 
+    def flaky(self, rate: float, mode: str = "500", retry_after: int = 1, seed: int = 35) -> None:
+        """From now on, a share `rate` of every request (any kind, drawn from a seeded
+        generator) answers 500, or 429 with `Retry-After: retry_after` as the Hub's rate
+        limit does (https://huggingface.co/docs/hub/rate-limits), until `clear_faults()`."""
+        if mode not in ("500", "429") or not 0.0 <= rate <= 1.0:
+            raise ValueError(f"unknown incident {mode}/{rate}")
+        with self._lock:
+            self.flaky_now = Flaky(rate, mode, retry_after, random.Random(seed))
+
+    def _take_flaky(self) -> Flaky | None:
+        with self._lock:
+            flaky = self.flaky_now
+            return flaky if flaky is not None and flaky.rng.random() < flaky.rate else None
+
     def clear_faults(self) -> None:
         """Every fault asked for and not yet taken is dropped (the outage is over)."""
         with self._lock:
             self._faults.clear()
+            self.flaky_now = None
 
     def lie_about_sha256(self, path: str | None = None) -> None:
         """paths-info reports a wrong sha256 (and blob id) for `path`, or for every file."""
@@ -264,4 +293,5 @@ class HubServer:
         files.update(adds)
         oid = hashlib.sha1(f"{repo.sha}{secrets.token_hex(8)}".encode()).hexdigest()
         repo.commits.append((oid, files, message))
+        repo.times[oid] = time.time()
         return oid

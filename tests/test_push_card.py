@@ -81,7 +81,7 @@ def test_a_card_goes_out_after_the_verified_weights(
     assert receipt["training"]["model"] == "yolo9-t" and receipt["training"]["epoch_seconds"] > 0
 
 
-def test_a_run_that_made_no_weights_creates_no_repo_and_no_card(
+def test_a_run_that_made_no_weights_pushes_no_weights_and_no_card(
     hub_server: HubServer, hub_env: dict[str, str], write_spec: SpecWriter
 ) -> None:
     spec = write_spec(
@@ -94,8 +94,12 @@ def test_a_run_that_made_no_weights_creates_no_repo_and_no_card(
     code, out = finish_run(start_run(spec, state, hub_env), timeout=300)
     assert code != 0, out[-4000:]
     assert spec_missing in out
-    assert ("model", "me/noweights") not in hub_server.repos, out[-4000:]
-    assert hub_server.count("create_repo") == 0
+    # The repo came with the run's first lease (watched from its start): it holds the lease
+    # and the stub card, no weights and no model card.
+    assert hub_server.files("me/noweights") == ["README.md", "runspec/lease.json"], out[-4000:]
+    assert b"its weights arrive with its first push" in hub_server.read_file(
+        "me/noweights", "README.md", repo_type="model"
+    )
     assert "no weights were made: nothing pushed" in out
 
 

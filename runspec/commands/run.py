@@ -89,8 +89,8 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.store.paths import RunPaths
     from runspec.store.state import RecordStore
     from runspec.views.report import summary_lines
-    from runspec.voice import Stream, set_live, setup_logging, tagged
-    from runspec.watch.renew import renewer_for
+    from runspec.voice import Stream, set_live, setup_logging, tagged, warning
+    from runspec.watch.renew import FIRST_LEASE_WAIT_S, renewer_for
 
     state = state_dir(args)
     perms.check([state])  # before a file is written through a link planted there
@@ -161,10 +161,17 @@ def run(args: argparse.Namespace) -> Outcome:
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         # The off-box dead-man's switch: this run vouches for itself on the Hub while it lives.
         renewer = renewer_for(
-            spec, paths, RecordStore(state), say=progress, owns_machine=engine is None
+            spec,
+            paths,
+            RecordStore(state),
+            say=progress,
+            owns_machine=engine is None,
+            on_ended=lifecycle.requests.interrupted.set,  # a watcher ended it: push and stop
         )
         if renewer is not None:
-            renewer.start()
+            renewer.start()  # its first renewal makes the repo: watched before anything slow
+            if not renewer.first(min(renewer.interval, FIRST_LEASE_WAIT_S)):
+                progress(warning(f"no lease in {renewer.repo} yet: tried again meanwhile"))
         try:
             record = lifecycle.run()
         finally:

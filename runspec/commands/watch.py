@@ -81,8 +81,12 @@ def run(args: argparse.Namespace) -> Outcome:
             )
         return Outcome.OK
     from runspec.clock import SYSTEM
+    from runspec.store.paths import default_state_dir
     from runspec.watch.act import WatchOptions
     from runspec.watch.fleet import watch_pass
+    from runspec.watch.memory import MEMORY
+
+    MEMORY.keep_in(default_state_dir() / "watch-memory.json")  # an outage, across --once passes
 
     opts = WatchOptions(
         grace=args.grace,

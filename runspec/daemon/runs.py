@@ -187,11 +187,13 @@ class RunKeeper:
         renewer = renewer_for(
             lifecycle.spec, lifecycle.paths, self.store, clock=self.clock,
             say=self._run_progress(lifecycle.spec.name),
+            on_ended=lifecycle.requests.interrupted.set,  # a watcher ended it: push and stop
         )  # fmt: skip
         self.lease = renewer
         if renewer is None or self.timers is None:
             return
         self.timers.every(LEASE_ID, renewer.interval, renewer.kick)
+        renewer.kick()  # the first lease at once (it makes the repo): watched from the start
 
     def _end_lease(self) -> None:
         """The final state into the lease, in a thread (`settle_lease` waits for it)."""

@@ -47,6 +47,7 @@ from runspec.trainer.checkpoints import vouch_after_exit
 from runspec.trainer.launcher import TrainerHandle
 from runspec.views import messages
 from runspec.voice import Transient, error, warning
+from runspec.watch.endedby import ended_by_watcher, finish_as_ended
 
 if TYPE_CHECKING:
     from runspec.preflight import Phase
@@ -372,6 +373,9 @@ class Lifecycle:
                     window_left(self),
                     self.clock.time(),
                 )
+        if (ended := ended_by_watcher(self.spec, self.paths)) is not None:  # one finish only
+            finish_as_ended(self.spec, self.owner, ended, self.clock, self.say)
+            return
         why = decide_end(self)  # None: moved to finishing, under `runspec cancel`'s lock
         if why is not None:
             nxt = f"no finish action ({why}): the machine is kept"
@@ -381,6 +385,9 @@ class Lifecycle:
             self._move(RunStatus.FINISHED, f"{why}; finish action not applied")
 
     def _finish(self) -> None:
+        if (ended := ended_by_watcher(self.spec, self.paths)) is not None:  # one finish only
+            finish_as_ended(self.spec, self.owner, ended, self.clock, self.say)
+            return
         if cancelled_before_finish(self):
             return
         endgame = Endgame(

@@ -38,6 +38,7 @@ from runspec.watch.lease import (
     LeaseMoved,
 )
 from runspec.watch.leasefields import AWS_REGION, MAX_TEXT
+from runspec.watch.liveness import Reading, on_hub_clock, read_live, skew_refusal
 from runspec.watch.seal import KEY_VARIABLE
 from runspec.watch.weightsread import unread_weights
 
@@ -68,6 +69,7 @@ class Seen:
     called: bool = False  # a request went to the provider
     confirmed: bool | None = None
     error: str | None = None  # set: fail closed (nothing was called), or the end failed
+    grace_added: float = 0.0  # the longest time this watcher failed to read the repo
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -109,7 +111,7 @@ def pinned(lease: Lease, env: Mapping[str, str], opts: WatchOptions, clock: Cloc
     return provider
 
 
-Read = tuple[str | None, Lease | None]
+Read = Reading  # the lease at the head and the Hub's newest commits (runspec.watch.liveness)
 
 
 def claim(lease: Lease | None) -> tuple[str, str] | None:
@@ -133,7 +135,7 @@ def watch_repo(
     hub = hub or HubLease(repo)
     for _ in range(3):  # a branch that moved under the decision: read and judge again
         try:
-            found = first if first is not None else _read(hub)
+            found = first if first is not None else _read(hub, clock)
             first = None
             environ = dict(os.environ if env is None else env)
             return _once(repo, hub, found, opts, environ, clock, contested)
@@ -142,9 +144,9 @@ def watch_repo(
     return Seen(repo, "error", "", error=f"{repo} kept moving while its lease was judged")
 
 
-def _read(hub: HubLease) -> Read | LeaseError:
+def _read(hub: HubLease, clock: Clock = SYSTEM) -> Read | LeaseError:
     try:
-        return hub.read()
+        return read_live(hub.repo, hub, clock)
     except LeaseError as exc:
         return exc
     except Exception as exc:  # a hostile file that breaks the reader: this repo's fault only
@@ -152,8 +154,8 @@ def _read(hub: HubLease) -> Read | LeaseError:
         return LeaseError(f"{hub.repo}: its lease broke the reader: {one_line(exc)}")
 
 
-def read_lease(repo: str) -> Read | LeaseError:
-    return _read(HubLease(repo))
+def read_lease(repo: str, clock: Clock = SYSTEM) -> Read | LeaseError:
+    return _read(HubLease(repo), clock)
 
 
 def _unproven(key: str | None) -> str:
@@ -181,25 +183,31 @@ def _once(
         return Seen(repo, "error", "", error=f"damaged lease: {found}")
     if isinstance(found, LeaseError):
         return Seen(repo, "error", "", error=str(found))
-    head, lease = found
-    if head is None or lease is None:
+    head, lease = found.head, found.lease
+    if head is None or lease is None or found.page is None:
         return Seen(repo, "no-lease", f"no {LEASE_PATH} (watch.lease: none, or not pushed)")
     if not lease.proven:
         return Seen(repo, "unproven", "", error=_unproven(env.get(KEY_VARIABLE)))
     if (mine := claim(lease)) is not None and mine in contested:
         reason = f"{mine[0]} instance {mine[1]} is claimed by another repo's lease too"
         return Seen(repo, "error", "", error=f"{reason}: ended by neither")
+    # Judged on the Hub's clock, never on this watcher's (runspec.watch.liveness).
+    if (refusal := skew_refusal(found.page, lease)) is not None:
+        return Seen(repo, "error", "", error=refusal)
+    on_hub, now = on_hub_clock(lease, found.page)
+    grace = (lease.lease_s if opts.grace is None else opts.grace) + found.failing_s
     decision = judge(
-        lease, clock.time(), grace=opts.grace,
-        destroy_unverified_after=opts.destroy_unverified_after,
-    )  # fmt: skip
+        on_hub, now, grace=grace, destroy_unverified_after=opts.destroy_unverified_after
+    )
     if decision.verdict is Verdict.NOTIFY:
         return Seen(repo, decision.verdict.value, decision.reason, error=decision.reason)
     if not decision.acts or opts.dry_run:
         action = decision.action.value if decision.action else None
         verdict = "would-end" if decision.acts else decision.verdict.value
-        return Seen(repo, verdict, decision.reason, action)
-    return _end(repo, hub, head, lease, decision, opts, env, clock)
+        return Seen(repo, verdict, decision.reason, action, grace_added=found.failing_s)
+    seen = _end(repo, hub, head, lease, decision, opts, env, clock)
+    seen.grace_added = found.failing_s
+    return seen
 
 
 def _bounded(ended_by: dict[str, Any]) -> dict[str, Any]:
@@ -245,8 +253,13 @@ def _end(
         "claim": secrets.token_hex(8),
     }  # fmt: skip
     claimed = replace(lease, ended_by=_bounded(ended_by))
+    # The claim lands before the provider is called. huggingface_hub retries the commit's
+    # preupload request itself on a 429 or 5xx (1, 2, 4, 8, 8 s and any Retry-After): on a
+    # failing Hub that is the seconds between `at` (the decision) and the call; recorded.
+    began = clock.monotonic()
     try:
         commit = hub.write(claimed, head, f"runspec watch: {action.value} ({decision.reason})")
+        claim_s = round(clock.monotonic() - began, 1)
     except LeaseMoved:
         raise
     except LeaseError as exc:
@@ -264,7 +277,7 @@ def _end(
             seen.confirmed, detail = False, str(exc)
     if not seen.confirmed:
         seen.error = f"{action.value} not confirmed: {detail}"
-    done = _bounded({**ended_by, "confirmed": seen.confirmed, "detail": detail})
+    done = _bounded({**ended_by, "confirmed": seen.confirmed, "detail": detail, "claim_s": claim_s})
     try:
         hub.write(replace(lease, ended_by=done), commit, f"runspec watch: {action.value} recorded")
     except LeaseError as exc:  # the end stands; the first write already names it

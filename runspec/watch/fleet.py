@@ -23,6 +23,7 @@ from runspec.push.base import one_line
 from runspec.voice import error, warning
 from runspec.watch.act import Seen, WatchOptions, claim, read_lease, watch_repo
 from runspec.watch.lease import LeaseError
+from runspec.watch.liveness import Reading
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -91,7 +92,7 @@ def watch_all(repos: Sequence[str], opts: WatchOptions) -> list[Seen]:
 
 
 def _claim(found: object) -> tuple[str, str] | None:
-    return claim(found[1]) if isinstance(found, tuple) else None
+    return claim(found.lease) if isinstance(found, Reading) else None
 
 
 def watch_pass(

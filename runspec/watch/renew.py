@@ -1,5 +1,8 @@
-"""The box's side of the lease: renewed every `watch.lease` while the run lives, and the final
-state written at its end.
+"""The box's side of the lease: written at the run's start (the repo made for it, private as the
+spec says), renewed every `watch.lease` while the run lives, and the final state written at its
+end. A renewal that fails is tried again with backoff, a 429's or 503's Retry-After honoured,
+for most of a lease: vouched_until is two leases ahead, so a Hub that fails a share of its
+requests costs retries, not the lease.
 
 A renewal reads the lease at the head first and commits on top of that head: when a watcher
 ended this box (`ended_by`), the box says so once and never renews over it, so a stopped box
@@ -17,6 +20,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from runspec.backoff import pause_after
 from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
 from runspec.providers.aws import AWS
 from runspec.providers.awstimer import MARGIN_S, arm_stop_timer, disarm_timer
@@ -27,13 +31,17 @@ from runspec.store.paths import RunPaths
 from runspec.store.state import RecordStore, RunRecord
 from runspec.trainer.checkpoints import epoch_number
 from runspec.voice import warning
+from runspec.watch.hubclock import refused, retry_after
 from runspec.watch.lease import VOUCH_LEASES, HubLease, Lease, LeaseError
+from runspec.watch.renewhub import create_with_lease
 from runspec.watch.weightsread import final_weights
 
 log = logging.getLogger("runspec.watch")
 
 FINAL_WAIT_S = 15.0  # the longest the final state's write (and one under way) is waited for
-FINAL_TRIES = 3
+RETRY_SHARE = 0.9  # of a lease: how long a renewal is tried before the next one is due
+FIRST_LEASE_WAIT_S = 60.0  # `runspec run` waits this long (at most a lease) for the first lease
+FIRST_PAUSE_S = 1.0  # the first pause between tries, doubling up to a quarter of the lease
 
 
 def newest_pushed(names: list[str]) -> str | None:
@@ -92,11 +100,14 @@ class LeaseRenewer:
         clock: Clock = SYSTEM,
         say: Callable[[str], None] = print,
         owns_machine: bool = True,
+        on_ended: Callable[[], None] | None = None,
     ) -> None:
         assert spec.push is not None and spec.push.hub is not None and spec.watch.lease
         # Under an engine (SkyPilot, dstack, HF Jobs) the machine is the engine's: the lease
         # names no provider or instance (a watcher then only notifies) and arms no timer.
         self.owns_machine = owns_machine
+        # Told once when a watcher ended this box: the run then pushes what it can and stops.
+        self.on_ended = on_ended
         self.spec = spec
         self.paths = paths
         self.store = store
@@ -114,6 +125,11 @@ class LeaseRenewer:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()  # one renewal at a time, the final one included
+        self.landed = threading.Event()  # a renewal landed (the first one: the run is watched)
+        self.tried = threading.Event()  # the first try is over, landed or not
+        self.last_error = ""
+        self.private = spec.push.hub.private
+        self._said_taken = False
 
     @property
     def hub(self) -> HubLease:
@@ -168,39 +184,83 @@ class LeaseRenewer:
             return
         self.say(f"{self.spec.name}: provider timer: aws stops {instance} at {self.timer['at']}")
 
-    def renew(self) -> bool:
-        """One renewal from the record on disk; whether a lease was written."""
+    def renew(self, patience: float | None = None, final: bool = False) -> bool:
+        """One renewal from the record on disk, tried again with backoff (a 429's or 503's
+        Retry-After honoured) until it lands, a watcher's end is read, or `patience` has
+        passed (by default most of a lease: the next renewal is due then, and vouched_until,
+        two leases ahead, still holds); whether a lease was written."""
         with self._lock:
-            if self.ended_by is not None:
-                return False
-            record = self.store.load(self.spec.name)
-            if record is None:
-                return False
-            lease = self.build(record)  # arms the provider's timer too, repo or not
-            try:
-                head, current = self.hub.read()
-                if head is None:
-                    return False  # no repo before the first push: nothing to renew in
-                # Only a watcher holding the watch key can end this box (a proven lease).
-                if current is not None and current.ended_by is not None and current.proven:
-                    self._keep(current.to_json())
-                    self._ended(current.ended_by)
+            wait = self.clock.sleep if final else self._stop.wait
+            budget = RETRY_SHARE * self.interval if patience is None else patience
+            until = self.clock.monotonic() + budget
+            failures = 0
+            while True:
+                landed, asked = self._attempt()
+                self.tried.set()
+                if landed is not None:
+                    return landed
+                failures += 1
+                most = max(self.interval / 4, FIRST_PAUSE_S)
+                pause = max(pause_after(failures, FIRST_PAUSE_S, most), asked or 0.0)
+                if self.clock.monotonic() + pause > until or (self._stop.is_set() and not final):
+                    name, error = self.spec.name, self.last_error
+                    log.warning(
+                        "%s: the lease was not renewed (%d tries): %s", name, failures, error
+                    )
                     return False
-                self.hub.write(lease, head, f"runspec: lease of {self.spec.name} ({lease.state})")
-                self._keep(lease.to_json())
-            except LeaseError as exc:  # a moved branch or a slow Hub: the next one tries
+                if wait(pause) is True:  # the run ended meanwhile: the final renewal takes over
+                    return False
+
+    def _attempt(self) -> tuple[bool | None, float | None]:
+        """(True: written, False: not to be tried again, None: failed; the pause the Hub
+        asked for)."""
+        if self.ended_by is not None:
+            return False, None
+        record = self.store.load(self.spec.name)
+        if record is None:
+            return False, None
+        lease = self.build(record)  # arms the provider's timer too, repo or not
+        message = f"runspec: lease of {self.spec.name} ({lease.state})"
+        try:
+            head, current = self.hub.read()
+            # Only a watcher holding the watch key can end this box (a proven lease).
+            if current is not None and current.ended_by is not None and current.proven:
+                self._keep(current.to_json())
+                self._ended(current.ended_by)
+                return False, None
+            if current is not None and current.run != self.spec.name and not current.final:
+                self._taken(current.run)
+                return False, None
+            if head is None:  # the first minute: the repo, private as the spec says
+                sealed = lease.sealed(self.hub.key, self.repo)  # the watch key binds it too
+                create_with_lease(self.repo, self.private, sealed, message)
+            else:
+                self.hub.write(lease, head, message)
+            self._keep(lease.to_json())
+        except LeaseError as exc:  # a moved branch or a flaky Hub: tried again
+            log.info("%s: a try of the lease failed: %s", self.spec.name, exc)
+            self.last_error = str(exc)
+            if refused(exc):  # the token is refused: trying again changes nothing
                 log.warning("%s: the lease was not renewed: %s", self.spec.name, exc)
-                return False
-            self.renewals += 1
-            return True
+                return False, None
+            return None, retry_after(exc)
+        self.renewals += 1
+        self.landed.set()
+        return True, None
+
+    def _taken(self, other: str) -> None:
+        if not self._said_taken:
+            self._said_taken = True
+            said = f"{self.repo} holds the live lease of run {other!r}: not written over it"
+            self.say(warning(f"{self.spec.name}: {said}"))
 
     def _final(self) -> None:
         # The final state, tried again on a slow or refusing Hub: a lease left "training"
         # expires, and a watcher would stop this box while it drives the next run.
-        for _ in range(FINAL_TRIES):
-            if self._renew_safely() or self.ended_by is not None:
-                break
-            self.clock.sleep(1.0)
+        try:
+            self.renew(patience=FINAL_WAIT_S - 3.0, final=True)
+        except Exception:
+            log.exception("%s: the final lease was not written", self.spec.name)
         timer = self.timer
         record = self.store.load(self.spec.name)
         if timer is None or record is None or not record.ended_at:
@@ -231,9 +291,11 @@ class LeaseRenewer:
             warning(
                 f"{self.spec.name}: this box was ended by {ended_by.get('by')} "
                 f"({ended_by.get('reason')}, {ended_by.get('action')} at {ended_by.get('at')}); "
-                "the lease is not renewed over it"
+                "the lease is not renewed over it; the run pushes what it can and stops"
             )
         )
+        if self.on_ended is not None:
+            self.on_ended()
 
     def kick(self) -> None:
         """A renewal in a thread of its own, unless one is still under way."""
@@ -248,10 +310,21 @@ class LeaseRenewer:
         self._thread.start()
 
     def _loop(self) -> None:
-        # The first renewal one lease in: before the first push there is no repo to renew in,
-        # and the run's start (its preflight, its budget) is not shared with the Hub client.
-        while not self._stop.wait(self.interval):
+        # The first renewal at once (it makes the repo when there is none): a box that hangs in
+        # its preflight, its staging or its first epoch is watched too. Then one every lease,
+        # on a fixed beat: a renewal that retried for most of a lease does not delay the next.
+        due = self.clock.monotonic()
+        while True:
             self._renew_safely()
+            due += self.interval
+            if self._stop.wait(max(0.0, due - self.clock.monotonic())):
+                return
+
+    def first(self, timeout: float) -> bool:
+        """Wait (at most `timeout`) for the first try of the first renewal; whether the lease
+        landed. A Hub that refuses it does not hold up the run: the tries go on beside it."""
+        self.tried.wait(timeout)
+        return self.landed.is_set()
 
     def _renew_safely(self) -> bool:
         """A renewal whose failure, whatever it is, costs that renewal only: a thread that
@@ -277,8 +350,11 @@ class LeaseRenewer:
 def renewer_for(
     spec: Spec, paths: RunPaths, store: RecordStore, *, clock: Clock = SYSTEM,
     say: Callable[[str], None] = print, owns_machine: bool = True,
+    on_ended: Callable[[], None] | None = None,
 ) -> LeaseRenewer | None:  # fmt: skip
     """The run's renewer, or None when its spec has no lease (or the watcher is off here)."""
     if spec.watch.lease is None:
         return None
-    return LeaseRenewer(spec, paths, store, clock=clock, say=say, owns_machine=owns_machine)
+    return LeaseRenewer(
+        spec, paths, store, clock=clock, say=say, owns_machine=owns_machine, on_ended=on_ended
+    )
