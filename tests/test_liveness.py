@@ -18,8 +18,18 @@ from runspec.watch.act import WatchOptions, watch_repo
 from runspec.watch.lease import HubLease
 from runspec.watch.liveness import Memory, read_live
 from runspec.watch.renew import LeaseRenewer
+from runspec.watch.seal import KEY_VARIABLE
 from tests.fixtures_providers import StandIn, VastInstance
-from tests.fixtures_watch import REPO, lease_at_hub, lease_doc, result, watch, watcher_env
+from tests.fixtures_watch import (
+    REPO,
+    WATCH_KEY,
+    lease_at_hub,
+    lease_doc,
+    result,
+    sealed,
+    watch,
+    watcher_env,
+)
 from tests.hubserver import HubServer
 
 SPEC = """runspec: 1
@@ -48,7 +58,7 @@ def renewer(tmp_path: Path, status: RunStatus = RunStatus.PREFLIGHT) -> LeaseRen
 
 def box_commit(hub: HubServer, ago: float, **over: object) -> None:
     """A renewal as the box commits it (its title), made `ago` seconds ago on the Hub's clock."""
-    body = json.dumps(lease_doc(**over)).encode()
+    body = json.dumps(sealed(lease_doc(**over))).encode()  # sealed, as a box with the key does
     title = "runspec: lease of hung (training)"
     sha = hub.put_file(REPO, "runspec/lease.json", body, repo_type="model", message=title)
     hub.repo(REPO).times[sha] = time.time() - ago
@@ -90,7 +100,10 @@ def test_the_box_s_newest_commit_on_the_hub_s_clock_is_what_it_vouched_from(
     assert out["runs"][0]["verdict"] == "end" and box.effects == ["PUT"]
 
 
-def test_time_spent_failing_to_read_is_added_to_the_grace(hub_server: HubServer) -> None:
+def test_time_spent_failing_to_read_is_added_to_the_grace(
+    hub_server: HubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_VARIABLE, WATCH_KEY)  # this watcher holds the boxes' watch key
     # Committed 1000 s ago, vouched for 600 s: 100 s past the default grace of 300 s.
     box_commit(hub_server, 1000.0)
     opts = WatchOptions(dry_run=True)
