@@ -256,3 +256,37 @@ def test_the_failsafe_past_the_overrun_keeps_asking_for_the_whole_end_window(
     tried = [parse_utc_iso(str(a["time"])) for a in attempts(game) if a["sent"]]
     assert max(tried) - start > FinishHost.least_window, said  # past an on-box end's floor
     assert max(tried) <= start + FinishHost.end_window
+
+
+def test_the_failsafe_never_runs_a_command_that_machine_json_names_and_its_spec_does_not(
+    tmp_path: Path, write_spec: SpecWriter, standin: StandIn, provider_env: dict[str, str]
+) -> None:
+    """Outside systemd, without CAP_SYS_ADMIN, a trainer may write machine.json: an end it
+    says was under way is finished only as far as the armed spec (its sha256 checked) goes;
+    a command it names is never run as root beside the provider keys."""
+    from runspec.machine.machinefile import load_pending, save_pending
+
+    state = tmp_path / "state"
+    finish = {"action": "destroy", "provider": "vast", "unverified": "stop"}
+    accept(load_spec(write_spec("a", finish=finish, push={"dir": str(tmp_path / "v")})), state)
+    store = RecordStore(state)
+    record = ended(store, "a", Termination.COMPLETED)
+    ran_out = FinishResult("destroy", "destroy", True, False, False, "DELETE", "not confirmed")
+    record.finish = FinishRecord.applied(ran_out).to_json()
+    store.save(record)
+    marker = tmp_path / "planted-ran"
+    layout = StateLayout(state)
+    planted = FinishSpec(action=FinishAction.COMMAND, command=("touch", str(marker)))
+    Endgame(layout).arm("a", planted, hourly_cost=None, weights="", why="planted")
+    pending = load_pending(layout)
+    assert pending is not None
+    pending.step, pending.action = "applying", "command"
+    save_pending(layout, pending, "planted by the trainer", ManualClock())
+
+    VastInstance(standin)
+    env = {**provider_env, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": "k"}
+    host = FinishHost(provider=Vast(env, confirm_timeout=3.0, poll_interval=0.1), end_window=60.0)
+    said: list[str] = []
+    failsafe.fire(state, "a", host=host, progress=said.append)
+    assert not marker.exists(), said
+    assert standin.made("PUT") or standin.made("DELETE"), said  # the armed finish, instead

@@ -33,7 +33,7 @@ from runspec.machine.decision import Decision, ends_machine, resolve
 from runspec.machine.endwindow import end_until
 from runspec.machine.finish import FinishContext, FinishHooks, FinishResult, apply_finish
 from runspec.machine.host import FinishHost
-from runspec.machine.machinefile import HISTORY_MAX, Pending, load_pending, save_pending
+from runspec.machine.machinefile import HISTORY_MAX, Pending, load_pending, resumable, save_pending
 from runspec.machine.readback import unread
 from runspec.machine.verdict import MachineVerdict, machine_verdict, run_safety
 from runspec.providers.persist import Attempt
@@ -365,8 +365,8 @@ class Endgame:
         with self._locked() as mine:
             if not mine:
                 return Outcome("wait", "another process is deciding the machine's end")
-            current = self.load()
-            if current is not None and current.step == "applying":
+            current = self.load()  # an end under way is finished, if the armed spec says so
+            if current is not None and current.step == "applying" and resumable(current, finish):
                 return self._enter(run)
             if current is not None and _ended_the_machine(current):
                 return Outcome("applied", "the machine's end was applied already")

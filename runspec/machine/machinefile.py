@@ -106,3 +106,13 @@ def save_pending(layout: StateLayout, pending: Pending | None, event: str, clock
         raise
     _UNSAVED.pop(layout.machine_file, None)
     log.info("machine: %s", event)
+
+
+def resumable(pending: Pending, armed: FinishSpec) -> bool:
+    """Whether the failsafe may finish an end machine.json says was under way. machine.json
+    lies where a trainer may write it (a container without CAP_SYS_ADMIN): a command is run
+    only when the spec the failsafe was armed with (its sha256 checked) names that command."""
+    if pending.finish.command and pending.finish.command != armed.command:
+        log.warning("failsafe: machine.json names a command the armed spec does not: not run")
+        return False
+    return True

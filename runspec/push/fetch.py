@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from runspec.hubreach import endpoint_set
-from runspec.hubread import HostileFile, strict_json
+from runspec.hubread import HostileFile, HubReadError, fetch, strict_json
+from runspec.hubread import head as hub_head
 from runspec.push.base import PushFailed, one_line
 from runspec.push.dirtarget import DirTarget
 from runspec.push.hubrecord import RECORD
@@ -61,16 +62,13 @@ class Source:
         """Fix the commit every read uses (the Hub's head now); False when there is no run."""
         if self.hub is None:
             return self.folder is not None and self.folder.is_dir()
-        from huggingface_hub import HfApi
-        from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
-
-        try:
-            info = HfApi(endpoint=endpoint_set()).repo_info(self.hub)
-        except (RepositoryNotFoundError, RevisionNotFoundError):
+        try:  # within the one capped reader's total time (`repo_info` has none)
+            sha = hub_head(self.hub)
+        except HubReadError as exc:  # the network's, the Hub's, or a hostile answer
+            raise PushFailed(f"cannot read {self.where}: {exc}") from exc
+        if sha is None:
             return False
-        except Exception as exc:  # the network's or the Hub's: nothing can be known
-            raise PushFailed(f"cannot read {self.where}: {one_line(exc)}") from exc
-        self.commit = info.sha
+        self.commit = sha
         return True
 
     def open(self, relpath: str) -> Any:
@@ -80,6 +78,8 @@ class Source:
         return _HubChunks(self.hub or "", relpath, self.commit)
 
     def small(self, relpath: str) -> bytes | None:
+        if self.hub is not None:  # the one capped reader of Hub files: a total time, a cap
+            return self._small_at_hub(relpath)
         data = bytearray()
         try:
             with self.open(relpath) as chunks:
@@ -90,6 +90,17 @@ class Source:
         except FileNotFoundError:
             return None
         return bytes(data)
+
+    def _small_at_hub(self, relpath: str) -> bytes | None:
+        from huggingface_hub import hf_hub_url
+
+        url = hf_hub_url(self.hub or "", relpath, revision=self.commit, endpoint=endpoint_set())
+        try:
+            return fetch(url, max_bytes=MAX_BYTES)
+        except HostileFile as exc:
+            raise PushFailed(f"{relpath} at {self.where} is not runspec's: {exc}") from exc
+        except HubReadError as exc:
+            raise PushFailed(f"cannot read {relpath} at {self.where}: {exc}") from exc
 
     def download(self, entry: ManifestEntry, dest: Path) -> None:
         """The file to `dest`, only once its size and sha256 are the manifest's."""

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from runspec.checkresult import CheckResult, failed, passed, warned
 from runspec.clock import human_duration
 from runspec.hubreach import UNREACHABLE_FIX, endpoint_set, unreachable
+from runspec.hubread import HubReadError, fetch
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
 from runspec.push.manifest import ManifestEntry
 from runspec.push.owner_check import (
@@ -122,7 +123,9 @@ class HubTarget(PushTarget):
             if taken is not None:
                 return failed("push", taken, REUSE_FIX)
         user = f"{who['name']}'s token" if who and who.get("name") else "the token"
-        state = "exists" if exists else "will be created (private) at the first push"
+        made = "with the run's first lease" if spec.watch.lease else "at the first push"
+        private = "private" if spec.push.hub.private else "public"
+        state = "exists" if exists else f"will be created ({private}) {made}"
         said = f"{user} may write to model repo {repo}, which {state}"
         if (cadence := cadence_warning(spec.push.every, spec.watch.lease)) is not None:
             return warned("push", f"{said}; {cadence}", QUOTA_FIX)
@@ -267,26 +270,15 @@ def _through_xet() -> bool:
 
 
 def _small_file(repo: str, path: str) -> bytes | None:
-    """A small file of the repo's main branch, read with a cap; None when it is not there
-    (or cannot be read: the owner check then has nothing to go on, and says nothing)."""
+    """A small file of the repo's main branch, through the one capped reader of Hub files
+    (runspec.hubread: a size cap and a total time); None when it is not there or cannot be
+    read (the owner check then has nothing to go on, and says nothing)."""
     from huggingface_hub import hf_hub_url
-    from huggingface_hub.utils import build_hf_headers, get_session
 
-    url = hf_hub_url(repo, path, endpoint=endpoint_set())
-    data = bytearray()
     try:
-        with get_session().stream(
-            "GET", url, headers=build_hf_headers(), follow_redirects=True, timeout=READ_TIMEOUT_S
-        ) as resp:
-            if resp.status_code != 200:
-                return None
-            for chunk in resp.iter_bytes():
-                data += chunk
-                if len(data) > MAX_BYTES:
-                    return None
-    except Exception:  # unreadable is "no run's files seen", as the docstring says
+        return fetch(hf_hub_url(repo, path, endpoint=endpoint_set()), max_bytes=MAX_BYTES)
+    except HubReadError:
         return None
-    return bytes(data)
 
 
 def _compare(entry: ManifestEntry, remote: object) -> str | None:
