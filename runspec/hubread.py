@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 
 from runspec.errors import RunspecError
 from runspec.hubreach import endpoint_set
-from runspec.push.base import one_line
 
 T = TypeVar("T")
 MAX_BYTES = 64 * 1024
@@ -29,6 +28,13 @@ TOTAL_S = 30.0
 MAX_DEPTH = 32
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+
+
+def one_line(exc: BaseException) -> str:
+    """runspec.push.base.one_line, imported when needed: runspec.push imports this module."""
+    from runspec.push.base import one_line as said
+
+    return said(exc)
 
 
 class HubReadError(RunspecError):

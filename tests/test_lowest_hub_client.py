@@ -38,7 +38,7 @@ def test_launch_and_the_watchers_schedule_work_with_the_lowest_client_the_pin_al
     )
     assert launched.returncode == 0, launched.stderr
     [request] = hub_server.jobs.requests
-    assert request["attempts"] == 2 and request["flavor"] == "h200x8"
+    assert request["attempts"] == 2 and request["flavor"] == "a100x8"
 
     scheduled = _runspec(python, hub_env, "watch", "--install", "hf-jobs", "myorg")
     assert scheduled.returncode == 0, scheduled.stderr

@@ -11,14 +11,16 @@ reaches it in a few pushes; nothing else changes with the number.
 
 from __future__ import annotations
 
-import pytest
-from huggingface_hub import CommitOperationAdd, HfApi
+import time
 
-from runspec.clock import SYSTEM
+import pytest
+from huggingface_hub import HfApi
+
+from runspec.clock import SYSTEM, utc_iso
 from runspec.preflight import checks
 from runspec.push import quota
-from runspec.push.base import PushFailed
 from runspec.push.until import push_until_verified
+from runspec.watch.lease import HubLease, Lease, LeaseError
 from tests.fixtures_push import MakeRun, wait_until
 from tests.hubserver import HubServer
 
@@ -91,7 +93,7 @@ def test_the_preflight_warns_when_the_cadence_would_cross_the_quota(
 def test_a_quota_refusal_of_any_commit_holds_the_pushes_too(
     limit_8: HubServer, make_run: MakeRun
 ) -> None:
-    """A commit that is not a push (the lease's renewal goes through `hub_commit`) meets the
+    """A commit that is not a push (the lease's renewal, through `HubLease.write`) meets the
     quota: it is refused with the Hub's wait, and the run's pushes to that repo then wait too
     instead of being refused one by one."""
     run = make_run(name="shared")
@@ -100,12 +102,18 @@ def test_a_quota_refusal_of_any_commit_holds_the_pushes_too(
     api.create_repo("me/shared", private=True)
     for _ in range(8):
         limit_8.quota_refusal("me/shared")  # the hour's commits, made elsewhere
-    lease = CommitOperationAdd(path_in_repo="runspec/lease.json", path_or_fileobj=b"{}\n")
-    with pytest.raises(PushFailed, match=r"commit quota.*retry this action in 60 minutes"):
-        quota.hub_commit(
-            "me/shared",
-            lambda: api.create_commit("me/shared", operations=[lease], commit_message="lease"),
-        )
+    # The lease's own writer, as a renewal calls it.
+    fresh = Lease(
+        run="shared",
+        vouched_until=utc_iso(time.time() + 600),
+        state="training",
+        epoch=2,
+        renewed_at=utc_iso(time.time()),
+        lease_s=300.0,
+    )
+    hub = HubLease("me/shared")
+    with pytest.raises(LeaseError, match=r"commit quota.*retry this action in 60 minutes"):
+        hub.write(fresh, None, "runspec: lease of shared (training)")
     assert limit_8.count("commit", 429) == 1
     pusher = run.pusher(clock=SYSTEM)  # the same clock as hub_commit's, as in the daemon
     assert pusher.push_now(final=True, timeout=30) is None

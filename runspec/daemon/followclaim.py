@@ -21,13 +21,15 @@ from typing import Any
 
 from runspec.errors import RunspecError
 from runspec.hubreach import endpoint_set
+from runspec.hubread import file_json
+from runspec.hubread import head as hub_head
 from runspec.push.base import one_line
 from runspec.push.remote import CLAIMS
 from runspec.spec.model import Spec
 from runspec.store.paths import StateLayout
 
 TRIES = 5  # reads and commits before a claim race is left to the next poll
-MAX_BYTES = 64 * 1024
+MAX_BYTES = 64 * 1024  # a claim in a push folder, read back
 
 
 class ClaimError(RunspecError):
@@ -93,25 +95,19 @@ def _status(exc: BaseException) -> int | None:
 
 
 def _claim_hub(repo: str, private: bool, rel: str, body: dict[str, Any]) -> str | None:
-    from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
+    from huggingface_hub import CommitOperationAdd, HfApi
 
     api = HfApi(endpoint=endpoint_set())
     data = json.dumps(body).encode()
     for _ in range(TRIES):
         try:
-            try:
-                head = api.repo_info(repo, repo_type="model").sha
-            except RepositoryNotFoundError:
+            head = hub_head(repo)  # read through the one capped reader of Hub files
+            if head is None:
                 api.create_repo(repo, repo_type="model", private=private, exist_ok=True)
                 continue
-            empty = not head or not head.strip("0")  # a repo with no commit yet
-            if not empty:
-                try:
-                    local = hf_hub_download(repo, rel, revision=head, endpoint=endpoint_set())
-                    return _theirs(json.loads(Path(local).read_bytes()[:MAX_BYTES]), body["box"])
-                except EntryNotFoundError:
-                    pass
+            empty = not head.strip("0")  # a repo with no commit yet
+            if not empty and (found := file_json(repo, rel, head)) is not None:
+                return _theirs(found, body["box"])
             api.create_commit(
                 repo,
                 operations=[CommitOperationAdd(path_in_repo=rel, path_or_fileobj=data)],

@@ -68,8 +68,11 @@ def quota_refusal(exc: BaseException) -> float | None:
 
 
 def is_quota_refusal(status: int, message: str) -> bool:
-    """A 429 about commits: the quota, not a general rate limit."""
-    return status == 429 and "commit" in message[:2000].lower()
+    """A 429 that is the commit quota ("... repository commits (128 per hour) ...", "hourly
+    quotas for action: commit"), not a general rate limit, whose Retry-After is seconds: a
+    URL or a message of runspec's own naming a commit is no quota."""
+    text = message[:2000].lower()
+    return status == 429 and "commit" in text and ("per hour" in text or "quota" in text)
 
 
 class CommitQuota:

@@ -26,6 +26,7 @@ from runspec.hubreach import endpoint_set
 from runspec.hubread import HostileFile, HubReadError, file_json
 from runspec.hubread import head as hub_head
 from runspec.push.base import one_line
+from runspec.push.quota import hub_commit
 from runspec.push.remote import LEASE
 from runspec.watch.leasefields import LEASE_SCHEMA, DamagedLease, LeaseError, read_fields
 from runspec.watch.seal import proves, seal, watch_key
@@ -159,11 +160,17 @@ class HubLease:
         lease = lease.sealed(self.key, self.repo)
         body = json.dumps(lease.to_json(), indent=1, sort_keys=True).encode() + b"\n"
         op = CommitOperationAdd(path_in_repo=LEASE_PATH, path_or_fileobj=body)
-        try:
-            info = self.api.create_commit(
-                self.repo, operations=[op], commit_message=message, repo_type="model",
-                parent_commit=parent,
-            )  # fmt: skip
+        try:  # under the repo's commit quota with the pushes (runspec.push.quota)
+            info = hub_commit(
+                self.repo,
+                lambda: self.api.create_commit(
+                    self.repo,
+                    operations=[op],
+                    commit_message=message,
+                    repo_type="model",
+                    parent_commit=parent,
+                ),
+            )
         except Exception as exc:  # the lock's refusal is its own error; the rest unwritable
             if _status(exc) == 412:
                 raise LeaseMoved(f"{self.repo} moved since its lease was read") from exc
