@@ -160,8 +160,10 @@ def test_a_once_watcher_remembers_an_outage_across_its_passes(
     hub_server: HubServer, standin: StandIn, env: dict[str, str]
 ) -> None:
     box = VastInstance(standin)
-    # Committed 870 s ago, vouched for 600 s: alive for 30 s more with the default grace.
-    box_commit(hub_server, 870.0)
+    # Committed 845 s ago, vouched for 600 s: alive for 55 s more with the default grace, less
+    # than the minute the first pass spends failing (the second pass reads it past that
+    # minute), and far more than a loaded machine's start of a watcher.
+    box_commit(hub_server, 845.0)
     hub_server.down()  # the Hub is down for this pass, a minute of tries
     code, out, _err = result(watch(env, REPO))
     assert code == 1 and out["runs"][0]["verdict"] == "error"

@@ -40,7 +40,8 @@ def test_launch_and_the_watchers_schedule_work_with_the_lowest_client_the_pin_al
     [request] = hub_server.jobs.requests
     assert request["attempts"] == 2 and request["flavor"] == "a100x8"
 
-    scheduled = _runspec(python, hub_env, "watch", "--install", "hf-jobs", "myorg")
+    keyed = {**hub_env, "RUNSPEC_WATCH_KEY": "k" * 32}  # the job proves leases with it
+    scheduled = _runspec(python, keyed, "watch", "--install", "hf-jobs", "myorg")
     assert scheduled.returncode == 0, scheduled.stderr
     [job] = scheduled_jobs(hub_server)
     assert job["namespace"] == "myorg"
