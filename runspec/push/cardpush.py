@@ -14,7 +14,7 @@ from pathlib import Path
 
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
 from runspec.push.collect import CARD
-from runspec.push.manifest import ManifestEntry, digest_file
+from runspec.push.manifest import Digest, ManifestEntry, digest_file
 from runspec.store.paths import RunPaths
 from runspec.voice import warning
 
@@ -52,20 +52,7 @@ def push_card(
     except OSError as exc:
         say(warning(f"no model card to push: {one_line(exc)}"))
         return False
-    entry = ManifestEntry(
-        path=CARD,
-        size=digest.size,
-        sha256=digest.sha256,
-        epoch=None,
-        time="",
-        blob_id=digest.blob_id,
-    )
-    staged = StagedFile(entry, card)
-    try:
-        commit = target.push([staged], "runspec: model card")
-        problems = target.verify(commit, [entry], [staged])
-    except PushFailed as exc:
-        problems = [str(exc)]
+    problems = push_one(target, card, CARD, digest, "runspec: model card")
     if problems:
         say(
             warning(
@@ -76,3 +63,22 @@ def push_card(
         return False
     say(f"model card pushed to {target.description}")
     return True
+
+
+def push_one(target: PushTarget, local: Path, path: str, digest: Digest, message: str) -> list[str]:
+    """One small file of runspec's own (the card, the receipt) in a commit of its own, verified
+    as any push is; the problems found ([] when it landed and verified), never raised."""
+    entry = ManifestEntry(
+        path=path,
+        size=digest.size,
+        sha256=digest.sha256,
+        epoch=None,
+        time="",
+        blob_id=digest.blob_id,
+    )
+    staged = StagedFile(entry, local)
+    try:
+        commit = target.push([staged], message)
+        return target.verify(commit, [entry], [staged])
+    except PushFailed as exc:
+        return [str(exc)]

@@ -27,8 +27,9 @@ from runspec.clock import parse_utc_iso, utc_iso
 from runspec.dataset.staging import hf_home_for, hub_cache_dir
 from runspec.providers.base import ProviderError
 from runspec.providers.detect import get_provider
-from runspec.push.base import PushFailed, PushTarget, StagedFile
-from runspec.push.manifest import Manifest, ManifestEntry, digest_file
+from runspec.push.base import PushTarget
+from runspec.push.cardpush import push_one
+from runspec.push.manifest import Manifest, digest_file
 from runspec.push.remote import RECEIPT
 from runspec.spec.model import FinishAction, Spec
 from runspec.spec.provenance import public
@@ -230,21 +231,7 @@ def push_receipt(
         return False
     local: Path = paths.receipt_file
     write_text(local, json.dumps(receipt, indent=2) + "\n")
-    digest = digest_file(local)
-    entry = ManifestEntry(
-        path=RECEIPT,
-        size=digest.size,
-        sha256=digest.sha256,
-        epoch=None,
-        time="",
-        blob_id=digest.blob_id,
-    )
-    staged = StagedFile(entry, local)
-    try:
-        commit = target.push([staged], "runspec: receipt")
-        problems = target.verify(commit, [entry], [staged])
-    except PushFailed as exc:
-        problems = [str(exc)]
+    problems = push_one(target, local, RECEIPT, digest_file(local), "runspec: receipt")
     if problems:
         say(warning(f"the receipt was NOT pushed ({problems[0]}); the weights stand verified"))
         return False
