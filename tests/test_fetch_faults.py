@@ -20,5 +20,5 @@ def test_a_dropped_connection_reading_a_pushed_file_is_a_push_failure(
     assert source.pin()
     assert source.small(RECORD) == b'{"name": "gone"}'  # the file is there to read
     hub_server.fail("resolve", "drop", times=20)
-    with pytest.raises(PushFailed, match=r"reading .*record\.json"):
+    with pytest.raises(PushFailed, match=r"read .*record\.json"):
         source.small(RECORD)

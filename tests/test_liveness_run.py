@@ -94,6 +94,7 @@ def box_commit_times(hub: HubServer, repo: str) -> list[float]:
     return [repo_.times[oid] for oid, _f, msg in repo_.commits if msg.startswith("runspec: ")]
 
 
+@pytest.mark.timeout(900)  # two incidents of a minute or more each, on a loaded machine
 def test_a_healthy_box_on_a_flaky_hub_trains_to_its_end_beside_two_watchers(
     hub_server: HubServer,
     hub_env: dict[str, str],

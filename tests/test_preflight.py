@@ -215,7 +215,7 @@ def test_push_hub_asks_and_creates_nothing(tmp_path: Path, hub_server: HubServer
     result = push_check(spec, _paths(tmp_path, spec))
     assert result.status is CheckStatus.PASS, result
     assert "me's token may write to model repo org/pf-run" in result.message
-    assert "created (private) at the first push" in result.message
+    assert "created (private) with the run's first lease" in result.message
     assert ("model", "org/pf-run") not in hub_server.repos  # a typo leaves no stray repo
     assert hub_server.count("create_repo") == 0
 
