@@ -79,6 +79,8 @@ def fetch(url: str, *, max_bytes: int = MAX_BYTES, total_s: float = TOTAL_S) -> 
     worker.start()
     worker.join(total_s + 1.0)
     if worker.is_alive():
+        if "status" not in out:  # no answer at all: the network's or the Hub's, not the file's
+            raise HubReadError(f"no answer within {total_s:g}s")
         raise HostileFile(f"not served within {total_s:g}s")
     if "error" in out:
         raise out["error"]
