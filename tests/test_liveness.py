@@ -16,6 +16,7 @@ from runspec.store.paths import RunPaths
 from runspec.store.state import RecordStore, RunRecord, RunStatus
 from runspec.watch.act import WatchOptions, watch_repo
 from runspec.watch.lease import HubLease
+from runspec.watch.leasefields import LeaseError
 from runspec.watch.liveness import Memory, read_live
 from runspec.watch.renew import LeaseRenewer
 from runspec.watch.seal import KEY_VARIABLE
@@ -122,6 +123,22 @@ def test_time_spent_failing_to_read_is_added_to_the_grace(
     assert read_live(REPO, HubLease(REPO), clock, memory).failing_s == reading.failing_s
     box_commit(hub_server, 1.0)
     assert read_live(REPO, HubLease(REPO), clock, memory).failing_s == 0.0
+
+
+def test_an_outage_counts_from_the_start_of_the_first_read_that_failed() -> None:
+    # A read against a dropped connection takes its time to fail (the client's own tries):
+    # the outage the watcher owes the box began when that read began, not when it gave up.
+    clock = ManualClock(start=1_800_000_000.0)
+
+    class SlowToFail:
+        def read(self) -> tuple[str | None, None]:
+            clock.sleep(25.0)
+            raise LeaseError("cannot read the lease: connection dropped")
+
+    memory = Memory()
+    with pytest.raises(LeaseError):
+        read_live(REPO, SlowToFail(), clock, memory, patience=40.0)  # type: ignore[arg-type]
+    assert memory.failing_since[REPO] == 1_800_000_000.0
 
 
 def test_a_renewal_is_tried_again_through_500s_and_429s(

@@ -55,13 +55,14 @@ def read_live(
     until = clock.monotonic() + patience
     failures = 0
     while True:
+        began = clock.time()  # a read that fails takes its time to: the outage began here
         try:
             head, lease = hub.read()
             page = newest_commits(repo, clock) if head is not None else None
         except DamagedLease:
             raise
         except LeaseError as exc:
-            memory.failed(repo, clock.time())
+            memory.failed(repo, began)
             failures += 1
             backoff = pause_after(failures, READ_FIRST_PAUSE_S, READ_MOST_PAUSE_S)
             pause = max(backoff, retry_after(exc) or 0.0)
