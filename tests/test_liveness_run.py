@@ -22,7 +22,7 @@ from runspec.clock import parse_utc_iso
 from tests.fixtures_cpu import CpuCap
 from tests.fixtures_daemon import end_leftovers
 from tests.fixtures_providers import StandIn, VastInstance
-from tests.fixtures_run import SpecWriter, finish_run, record_of, start_run
+from tests.fixtures_run import SpecWriter, finish_run, record_of, start_run, wait_record
 from tests.fixtures_watch import box_pids, signal_all, watcher_env
 from tests.hubserver import HubServer
 from tests.test_watch_run import box_env, end_box, hub_lease, wait_lease
@@ -30,6 +30,7 @@ from tests.test_watch_run import box_env, end_box, hub_lease, wait_lease
 pytestmark = pytest.mark.training
 
 LEASE_S = 10.0
+EPOCHS = 4  # the flaky-Hub run's: what it proves is its end, whatever the epochs on the way
 
 
 @contextmanager
@@ -94,7 +95,7 @@ def box_commit_times(hub: HubServer, repo: str) -> list[float]:
     return [repo_.times[oid] for oid, _f, msg in repo_.commits if msg.startswith("runspec: ")]
 
 
-@pytest.mark.timeout(900)  # two incidents of a minute or more each, on a loaded machine
+@pytest.mark.timeout(900)  # two incidents, then a final push's backoff, on a loaded machine
 def test_a_healthy_box_on_a_flaky_hub_trains_to_its_end_beside_two_watchers(
     hub_server: HubServer,
     hub_env: dict[str, str],
@@ -108,7 +109,7 @@ def test_a_healthy_box_on_a_flaky_hub_trains_to_its_end_beside_two_watchers(
     marker = secrets.token_hex(8)
     spec = write_spec(
         "flaky",
-        epochs=6,
+        epochs=EPOCHS,
         push={"hub": {"repo": "me/flaky"}, "every": "10s"},
         watch={"lease": "10s"},
         finish={"action": "none"},
@@ -120,12 +121,18 @@ def test_a_healthy_box_on_a_flaky_hub_trains_to_its_end_beside_two_watchers(
         cpu_cap.hold(proc.pid)
         try:
             wait_lease(hub_server, "me/flaky", lambda lease: lease["state"] == "training", proc)
-            # A slower machine: a dozen leases go by while it trains and pushes, on a Hub that
-            # fails a quarter of every request, then 30 % with its rate limit's 429.
+            # A slower machine, on a Hub that fails a quarter of every request for half its
+            # epochs, then 30 % with its rate limit's 429 until training has ended and three
+            # leases more (its final push meets it); then the incident is over. (A final push
+            # left to a 30 % rate limit until it verifies took 255 s and more than 400 s in two
+            # runs: a push is a dozen requests, and each failed try waits up to 30 s.)
             cpu_cap.limit(0.2)
             hub_server.flaky(0.25, "500")
-            wait_lease(hub_server, "me/flaky", lambda lease: lease["epoch"] >= 3, proc, 240.0)
+            wait_record(state, "flaky", lambda r: (r.get("epoch") or 0) >= EPOCHS // 2, 240.0)
             hub_server.flaky(0.3, "429", retry_after=1)
+            wait_record(state, "flaky", lambda r: (r.get("epoch") or 0) >= EPOCHS, 240.0)
+            time.sleep(3 * LEASE_S)
+            hub_server.clear_faults()
             code, out = finish_run(proc, timeout=400)
         finally:
             hub_server.clear_faults()
@@ -136,13 +143,14 @@ def test_a_healthy_box_on_a_flaky_hub_trains_to_its_end_beside_two_watchers(
     assert code == 0, out
     record = record_of(state, "flaky")
     assert record["status"] == "finished" and record["last_push"]["final"] is True
-    assert record["epoch"] == 6
+    assert record["epoch"] == EPOCHS
     lease = hub_lease(hub_server, "me/flaky")
     assert lease is not None and lease["state"] == "finished" and not lease.get("ended_by")
     # Never stopped: no watcher called the provider, every pass found it alive or finished.
     assert standin.made("PUT") == [] and standin.made("DELETE") == [] and box.effects == []
     assert "end" not in seen and "alive" in seen, seen
-    assert any(request.status in (500, 429) for request in hub_server.log)
+    # Both incidents were met on the way.
+    assert {500, 429} <= {request.status for request in hub_server.log}
 
 
 def test_a_box_frozen_before_its_first_checkpoint_is_stopped_once_and_adds_no_finish(
