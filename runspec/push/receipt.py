@@ -32,7 +32,7 @@ from runspec.push.cardpush import push_one
 from runspec.push.manifest import Manifest, digest_file
 from runspec.push.remote import RECEIPT
 from runspec.spec.model import FinishAction, Spec
-from runspec.spec.provenance import public
+from runspec.spec.provenance import source as spec_source
 from runspec.store.atomic import write_text
 from runspec.store.paths import RunPaths
 from runspec.store.state import RunRecord
@@ -41,7 +41,6 @@ from runspec.voice import warning
 
 RECEIPT_SCHEMA = 1
 RECEIPT_TIME_S = 5.0  # a few hundred bytes: one commit and one read
-_GIT_KEYS = ("remote", "branch", "commit", "path", "blob", "dirty", "author", "subject")
 
 
 def _version(dist: str) -> str | None:
@@ -84,19 +83,13 @@ def dataset(spec: Spec) -> dict[str, Any] | None:
 
 
 def source(paths: RunPaths) -> dict[str, Any]:
-    """Where the spec came from: its git facts (a followed branch or a submit from a checkout),
-    never the submitting machine's paths, user or host."""
+    """Where the spec came from (runspec.spec.provenance.source): never the submitting
+    machine's paths, user or host."""
     try:
         provenance = json.loads(paths.provenance_file.read_text())
     except (OSError, ValueError):
         provenance = {}
-    git = provenance.get("git") if isinstance(provenance, dict) else None
-    out: dict[str, Any] = {"via": provenance.get("via", "inbox") if provenance else "inbox"}
-    if isinstance(git, dict):
-        out.update({k: git[k] for k in _GIT_KEYS if k in git})
-    if isinstance(provenance, dict) and "file" in (shown := public(provenance)):
-        out["file"] = shown["file"]
-    return out
+    return spec_source(provenance)
 
 
 def gpu_name() -> str | None:

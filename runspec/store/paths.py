@@ -128,6 +128,15 @@ class StateLayout:
     def daemon_log(self) -> Path:
         return self.state / "runspecd.log"
 
+    @property
+    def follow(self) -> Path:
+        """The followed repositories' mirrors, ledger and status (runspec.daemon.follow)."""
+        return self.state / "follow"
+
+    @property
+    def follow_status(self) -> Path:
+        return self.follow / "status.json"
+
     def job_dir(self, name: str) -> Path:
         return self.jobs / name
 

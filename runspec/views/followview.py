@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-FOLLOW_STATUS = ("follow", "status.json")  # under the state folder (runspec.daemon.follow)
+from runspec.store.paths import StateLayout
 
 
 def following(state: Path) -> list[str]:
     try:
-        loaded = json.loads(state.joinpath(*FOLLOW_STATUS).read_text())
+        loaded = json.loads(StateLayout(state).follow_status.read_text())
     except (OSError, ValueError):
         return []
     lines = []
