@@ -29,6 +29,7 @@ from typing import Any
 from runspec.alerts import Alerts, Message
 from runspec.clock import Clock, utc_iso
 from runspec.daemon.followclaim import ClaimError, claim
+from runspec.daemon.followledger import LEDGER_KEEP, prune
 from runspec.daemon.followspec import FollowSpec
 from runspec.daemon.gitmirror import BLOB_MODES, GitError, Mirror, shown_remote
 from runspec.daemon.queue import request_cancel
@@ -44,18 +45,10 @@ log = logging.getLogger("runspec.follow")
 SUFFIXES = (".yaml", ".yml")
 
 
-def follow_folder(state: Path) -> Path:
-    return state / "follow"
-
-
-def status_file(state: Path) -> Path:
-    return follow_folder(state) / "status.json"
-
-
 def read_status(state: Path) -> dict[str, Any]:
     """What each followed repository came to at its last read ({} when none is followed)."""
     try:
-        loaded = json.loads(status_file(state).read_text())
+        loaded = json.loads(StateLayout(state).follow_status.read_text())
     except (OSError, ValueError):
         return {}
     return loaded if isinstance(loaded, dict) else {}
@@ -80,7 +73,7 @@ class Follower:
         self.clock = clock
         self.say = say
         self.environ = environ
-        self.folder = follow_folder(state)
+        self.folder = StateLayout(state).follow
         self.ledger_file = self.folder / "ledger.json"
         self._busy = threading.Lock()
         self._threads: list[threading.Thread] = []
@@ -104,7 +97,7 @@ class Follower:
     def _save(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         write_json_atomic(self.ledger_file, self.ledger)
-        write_json_atomic(status_file(self.state), self.status)
+        write_json_atomic(StateLayout(self.state).follow_status, self.status)
 
     # -- the timed job ------------------------------------------------------------------
     def start_poll(self, follow: FollowSpec) -> None:
@@ -181,6 +174,7 @@ class Follower:
                 rejected.pop(entry.path, None)
         self._deleted(follow, head, current)
         self.ledger["present"][follow.key] = current
+        prune(self.ledger["blobs"], f"{follow.repo}\0", set(current.items()), LEDGER_KEEP)
         rejected = {p: why for p, why in rejected.items() if p in current or "link" in why}
         self._report(follow, commit=head, error=None, specs=len(current), rejected=rejected)
 
@@ -193,7 +187,7 @@ class Follower:
         """Validate and queue one blob, once; the first problem's line when it is refused."""
         key = self._blob_key(follow, path, blob)
         seen = self.ledger["blobs"].get(key)
-        if seen is not None and seen["state"] != "dropping":
+        if seen is not None and seen["state"] not in ("claiming", "dropping"):
             return seen.get("problem")
         source = f"{shown_remote(follow.repo)}@{follow.branch}:{path}"
         size = mirror.size(blob)
@@ -215,7 +209,7 @@ class Follower:
             }
             self._save()
             return problems[0]
-        if seen is not None and self._already_there(spec.name):
+        if seen is not None and seen["state"] == "dropping" and self._already_there(spec.name):
             seen["state"] = "queued"  # the drop before a restart had gone through
             self._save()
             return None
@@ -230,8 +224,12 @@ class Follower:
             "commit": info.commit,
             "at": utc_iso(self.clock.time()),
         }
+        # Known before the claim: a claim of this box's that the ledger does not know is a run
+        # it forgot (a pruned entry, a fresh disk), never a claim to go on with.
+        self.ledger["blobs"][key] = {"state": "claiming", "at": utc_iso(self.clock.time())}
+        self._save()
         try:
-            elsewhere = claim(spec, self.state, body)
+            elsewhere = claim(spec, self.state, body, known=seen is not None)
         except ClaimError as exc:  # nothing queued; the next read tries again
             self.say(printable(f"follow: {spec.name} from {source} waits: {exc}"))
             return None
@@ -250,6 +248,7 @@ class Follower:
             "name": spec.name,
             "commit": info.commit,
             "at": utc_iso(self.clock.time()),
+            "claimed": spec.push is not None,  # a claim at the push target outlives the entry
         }
         self._save()
         provenance = {

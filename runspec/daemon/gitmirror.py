@@ -183,8 +183,7 @@ class Mirror:
             f"+refs/heads/{branch}:{ref}",
             timeout=FETCH_TIMEOUT_S,
         )
-        size = sum(p.stat().st_size for p in self.folder.rglob("*") if p.is_file())
-        if size > MAX_MIRROR_BYTES:
+        if self.stored() > MAX_MIRROR_BYTES:
             shutil.rmtree(self.folder, ignore_errors=True)
             raise GitError(
                 f"the repository is over {MAX_MIRROR_BYTES >> 20} MiB: follow a repository "
@@ -194,6 +193,14 @@ class Mirror:
         if not _SHA.fullmatch(head):
             raise GitError(f"git rev-parse gave {head[:80]!r}, no commit")
         return head
+
+    def stored(self) -> int:
+        """The bytes the mirror's objects take, as git counts them (its packs and loose
+        objects: a few directory reads, never a walk of every file on each poll)."""
+        out = self._git("count-objects", "-v").decode("ascii", "replace")
+        fields = dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
+        kib = (int(v) for k, v in fields.items() if k in ("size", "size-pack", "size-garbage"))
+        return sum(kib) * 1024
 
     def specs(self, commit: str, folder: str) -> list[Entry]:
         """Every entry under `folder` at `commit` (links and submodules included, for the
