@@ -11,7 +11,9 @@ already in the ledger). Before a blob is queued it is claimed at the run's push 
 disk, never runs it again. A spec that fails validation is reported once, with `file:line:col`
 (in the daemon's log, `runspec status` and the notification) and runs nothing.
 
-Reading a repository (runspec.daemon.gitmirror) happens in a thread of its own, one at a time,
+A repository is read through git (runspec.daemon.gitmirror), or, named `hf://datasets/ORG/NAME`
+(models/, spaces/), through the Hub's API with the box's Hub token (runspec.daemon.hubmirror),
+keyed and claimed the same way. Reading one happens in a thread of its own, one at a time,
 so a slow remote never holds the daemon's loop; what it decides is written into the inbox,
 whose intake handles the rest as for `runspec submit` (the provenance travels in the sidecar).
 """
@@ -31,7 +33,8 @@ from runspec.clock import Clock, utc_iso
 from runspec.daemon.followclaim import ClaimError, claim
 from runspec.daemon.followledger import LEDGER_KEEP, prune
 from runspec.daemon.followspec import FollowSpec
-from runspec.daemon.gitmirror import BLOB_MODES, GitError, Mirror, shown_remote
+from runspec.daemon.gitmirror import BLOB_MODES, GitError, Mirror, hub_repo, shown_remote
+from runspec.daemon.hubmirror import HubSource
 from runspec.daemon.queue import request_cancel
 from runspec.printable import printable
 from runspec.spec.loader import check_spec_text
@@ -77,7 +80,9 @@ class Follower:
         self.ledger_file = self.folder / "ledger.json"
         self._busy = threading.Lock()
         self._threads: list[threading.Thread] = []
-        self.mirror: Mirror | None = None  # the one being read, so that close() can end its git
+        self.mirror: Mirror | HubSource | None = (
+            None  # the one being read, so that close() can end its git
+        )
         self.closing = False
         self.ledger = self._load_ledger()
         self.status = read_status(state)
@@ -149,7 +154,11 @@ class Follower:
         self._save()
 
     def _poll(self, follow: FollowSpec) -> None:
-        mirror = Mirror(self.folder / f"{follow.key}.git", follow.repo, self.environ)
+        mirror: Mirror | HubSource
+        if hub_repo(follow.repo) is not None:
+            mirror = HubSource(follow.repo)
+        else:
+            mirror = Mirror(self.folder / f"{follow.key}.git", follow.repo, self.environ)
         self.mirror = mirror
         try:
             head = mirror.fetch(follow.branch)
@@ -164,7 +173,8 @@ class Follower:
             if not entry.path.endswith(SUFFIXES) or any(p.startswith(".") for p in parts):
                 continue
             if entry.mode not in BLOB_MODES:
-                rejected[entry.path] = f"{entry.path}: a link or a submodule, never followed"
+                why = entry.refused or "a link or a submodule"
+                rejected[entry.path] = printable(f"{entry.path}: {why}, never followed")
                 continue
             current[entry.path] = entry.blob
             problem = self._take(follow, mirror, head, entry.path, entry.blob)
@@ -175,14 +185,14 @@ class Follower:
         self._deleted(follow, head, current)
         self.ledger["present"][follow.key] = current
         prune(self.ledger["blobs"], f"{follow.repo}\0", set(current.items()), LEDGER_KEEP)
-        rejected = {p: why for p, why in rejected.items() if p in current or "link" in why}
+        rejected = {p: w for p, w in rejected.items() if p in current or "never followed" in w}
         self._report(follow, commit=head, error=None, specs=len(current), rejected=rejected)
 
     def _blob_key(self, follow: FollowSpec, path: str, blob: str) -> str:
         return f"{follow.repo}\0{path}\0{blob}"
 
     def _take(
-        self, follow: FollowSpec, mirror: Mirror, head: str, path: str, blob: str
+        self, follow: FollowSpec, mirror: Mirror | HubSource, head: str, path: str, blob: str
     ) -> str | None:
         """Validate and queue one blob, once; the first problem's line when it is refused."""
         key = self._blob_key(follow, path, blob)

@@ -32,6 +32,12 @@ BLOB_MODES = ("100644", "100755")  # a link (120000) or a submodule (160000) is 
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _SCP_LIKE = re.compile(r"[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[A-Za-z0-9._/~-]+")
 _BRANCH = re.compile(r"[A-Za-z0-9._/-]{1,200}")
+# hf://datasets/acme/experiments (as huggingface_hub's HfFileSystem names a repo): read through
+# the Hub's API (runspec.daemon.hubmirror), not git.
+_HF = re.compile(
+    r"hf://(?:(?P<kind>datasets|spaces|models)/)?"
+    r"(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95})/?"
+)
 
 
 class GitError(RunspecError):
@@ -43,6 +49,17 @@ class Entry:
     path: str  # in the repository, as git lists it
     blob: str
     mode: str
+    refused: str = ""  # why an entry is never followed, where its mode does not say it
+
+
+def hub_repo(url: str) -> tuple[str, str] | None:
+    """(repo type, repo id) of an hf:// URL; None for any other."""
+    found = _HF.fullmatch(url)
+    if found is None or ".." in found["repo"]:
+        return None
+    if found["kind"] is None and found["repo"].split("/")[0] in ("datasets", "spaces", "models"):
+        return None  # hf://datasets/acme: a kind and an org, no repo name
+    return (found["kind"] or "models")[:-1], found["repo"]
 
 
 @dataclass(frozen=True)
@@ -55,11 +72,16 @@ class CommitInfo:
 
 def check_remote(url: str) -> str | None:
     """Why `url` is no remote runspec follows; None when it is."""
-    if _SCP_LIKE.fullmatch(url):
+    if _SCP_LIKE.fullmatch(url) or hub_repo(url) is not None:
         return None
     parts = urlsplit(url)
+    if parts.scheme == "hf":
+        return f"{url!r}: name a Hub repo as hf://datasets/ORG/NAME (or models/, spaces/)"
     if parts.scheme not in ("https", "http", "ssh", "file"):
-        return f"{url!r}: use https://, ssh://, git@host:path or file:// (got {parts.scheme!r})"
+        return (
+            f"{url!r}: use https://, ssh://, git@host:path, file:// or hf://datasets/ORG/NAME "
+            f"(got {parts.scheme!r})"
+        )
     if parts.password or (parts.username and parts.scheme in ("https", "http")):
         return (
             "credentials in the repository URL would sit in the config in cleartext: put a "
