@@ -56,6 +56,10 @@ def test_an_expired_lease_stops_the_box_and_records_it(
     assert ended["by"] == "watch" and ended["action"] == "stop" and ended["confirmed"] is True
     assert "lease expired at" in ended["reason"]
     assert out["runs"][0]["confirmed"] is True
+    # The confirmation, beside where the run's receipt goes: who saw which end of what.
+    end = json.loads(hub_server.read_file(REPO, "runspec/end.json", repo_type="model"))
+    assert end["confirmed"] is True and end["by"] == "watch" and end["action"] == "stop"
+    assert (end["run"], end["provider"], end["instance"]) == ("hung", "vast", "4242")
 
 
 def test_a_healthy_lease_is_left_alone(

@@ -7,7 +7,8 @@ trained (runspec, LibreYOLO, torch and its CUDA build), the dataset's repo and t
 Hub resolved, each final weight's sha256 as the final push verified it (and whether that was a
 read-back of the bytes), the budget (its start, deadline, what was used), the billed time and
 its cost at the provider's increment (runspec.billing), and the finish about to be applied:
-the action the spec asks, on which provider and instance. Like the card, it never holds a
+the action the spec asks, on which provider and instance, and where the end's confirmation will
+be added (runspec.push.endconfirm). Like the card, it never holds a
 secret, a user or a host name, and a receipt the target refuses is said and never fails the
 weights it describes.
 """
@@ -30,7 +31,7 @@ from runspec.providers.detect import get_provider
 from runspec.push.base import PushTarget
 from runspec.push.cardpush import push_one
 from runspec.push.manifest import Manifest, digest_file
-from runspec.push.remote import RECEIPT
+from runspec.push.remote import END, RECEIPT
 from runspec.spec.model import FinishAction, Spec
 from runspec.spec.provenance import source as spec_source
 from runspec.store.atomic import write_text
@@ -175,6 +176,7 @@ def build(
             "provider": provider,
             "instance": instance,
             "unverified": spec.finish.unverified.value,
+            "confirmation": END,  # added there once the end is confirmed (push.endconfirm)
         },
         "written_at": utc_iso(now),
     }

@@ -266,6 +266,11 @@ class RunPaths:
         return self.job_dir / "receipt.json"
 
     @property
+    def end_file(self) -> Path:
+        """The machine's end as the box saw it confirmed, as pushed (push.endconfirm)."""
+        return self.receipt_file.with_name("end.json")
+
+    @property
     def runspec_log(self) -> Path:
         return self.job_dir / "runspec.log"
 
