@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from runspec.daemon.config import ConfigError, load_config
-from runspec.daemon.follow import read_status
 from runspec.daemon.gitmirror import _environ
+from runspec.views.followview import read_status
 from tests.fixtures_daemon import DaemonProc, runspec_cli, spec_text, wait_until
 from tests.test_daemon_runs import TRAIN_BOUND, tiny
 

@@ -42,19 +42,11 @@ from runspec.spec.yamlload import MAX_BYTES, too_big
 from runspec.store.atomic import write_bytes, write_json_atomic
 from runspec.store.paths import StateLayout, provenance_sidecar
 from runspec.store.state import RecordStore, RunStatus
+from runspec.views.followview import read_status
 
 log = logging.getLogger("runspec.follow")
 
 SUFFIXES = (".yaml", ".yml")
-
-
-def read_status(state: Path) -> dict[str, Any]:
-    """What each followed repository came to at its last read ({} when none is followed)."""
-    try:
-        loaded = json.loads(StateLayout(state).follow_status.read_text())
-    except (OSError, ValueError):
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
 
 
 class Follower:
