@@ -85,6 +85,16 @@ def _read_at(state: Path) -> str:
     )
 
 
+def _started_until_queued(make_daemon: Any, config: Path, name: str) -> DaemonProc:
+    """A daemon following `config`'s repository, once it took the spec `name` from it."""
+    daemon: DaemonProc = make_daemon(config)
+    daemon.start()
+    daemon.wait_ready()
+    accepted = daemon.state / "jobs" / name / "provenance.json"
+    wait_until(accepted.exists, timeout=BOUND, what=f"the run of {name}")
+    return daemon
+
+
 def _next_read(daemon: DaemonProc) -> None:
     """SIGHUP re-reads the config and every followed branch at once; wait for that read."""
     before = _read_at(daemon.state)
@@ -99,11 +109,7 @@ def test_each_committed_spec_runs_once_across_commits_and_restarts(
     commit = upstream.commit("one: a first try", {"specs/one.yaml": spec_text("one")})
     blob = upstream.blob("specs/one.yaml")
     config = _config(tmp_path, upstream)
-    daemon: DaemonProc = make_daemon(config)
-    daemon.start()
-    daemon.wait_ready()
-    accepted = daemon.state / "jobs" / "one" / "provenance.json"
-    wait_until(accepted.exists, timeout=BOUND, what="the run of one")
+    daemon = _started_until_queued(make_daemon, config, "one")
     git = _provenance(daemon.state, "one")["git"]
     assert git["commit"] == commit and git["blob"] == blob and git["path"] == "specs/one.yaml"
     assert git["author"] == "Ada <ada@example.invalid>" and git["subject"] == "one: a first try"

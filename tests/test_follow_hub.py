@@ -11,9 +11,9 @@ import pytest
 
 from runspec.daemon.gitmirror import GitError, check_remote, hub_repo
 from runspec.daemon.hubmirror import HubSource
-from tests.fixtures_daemon import DaemonProc, runspec_cli, spec_text, wait_until
+from tests.fixtures_daemon import DaemonProc, runspec_cli, spec_text
 from tests.hubserver import HubServer, blob_id
-from tests.test_follow import BOUND, _jobs, _next_read, _provenance
+from tests.test_follow import _jobs, _next_read, _provenance, _started_until_queued
 
 REPO = "acme/experiments"
 URL = f"hf://datasets/{REPO}"
@@ -35,11 +35,7 @@ def test_a_hub_repository_is_followed_once_across_restarts_and_hostile_files_ref
     added = hub.put_file(REPO, "specs/one.yaml", text, message="one: a first try", author="ada")
     hub.put_file(REPO, "README.md", b"experiments\n", message="docs")  # the head moves on
     config = _config(tmp_path)
-    daemon: DaemonProc = make_daemon(config)
-    daemon.start()
-    daemon.wait_ready()
-    accepted = daemon.state / "jobs" / "one" / "provenance.json"
-    wait_until(accepted.exists, timeout=BOUND, what="the run of one")
+    daemon = _started_until_queued(make_daemon, config, "one")
     git = _provenance(daemon.state, "one")["git"]
     assert git["remote"] == URL and git["path"] == "specs/one.yaml"
     assert git["blob"] == blob_id(text) and git["commit"] == added  # the commit that added it
