@@ -74,8 +74,8 @@ class HubSource:
     def fetch(self, branch: str) -> str:
         """The branch's head commit."""
         url = f"{self._base()}/api/{self.kind}s/{self.repo}/revision/{quote(branch, safe='')}"
-        try:
-            data = fetch(f"{url}?expand[]=sha", max_bytes=HEAD_BYTES, total_s=READ_TIMEOUT_S)
+        try:  # only the sha (hf_api.dataset_info's `expand`): a repo's file list can be long
+            data = fetch(f"{url}?expand=sha", max_bytes=HEAD_BYTES, total_s=READ_TIMEOUT_S)
             info = None if data is None else strict_json(data)
         except HubReadError as exc:
             raise GitError(f"the Hub's {self.kind} {self.repo}: {exc}") from exc
