@@ -337,6 +337,20 @@ def test_the_ledger_keeps_its_newest_entries_and_a_forgotten_blob_never_runs_aga
     )
 
 
+def test_a_spec_folder_of_too_many_entries_is_refused_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runspec.daemon.gitmirror import GitError, Mirror
+
+    upstream = Upstream(tmp_path)
+    upstream.commit("many", {f"specs/s{i}.yaml": "runspec: 1\n" * (i + 1) for i in range(4)})
+    monkeypatch.setattr("runspec.daemon.gitmirror.MAX_ENTRIES", 3)
+    mirror = Mirror(tmp_path / "mirror.git", upstream.url)
+    head = mirror.fetch("main")
+    with pytest.raises(GitError, match="over 3 entries under specs/: follow a folder of specs"):
+        mirror.specs(head, "specs")
+
+
 def test_a_mirror_past_its_bound_is_refused_and_removed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -74,7 +74,7 @@ def test_a_hub_repository_is_followed_once_across_restarts_and_hostile_files_ref
 def test_a_hub_folder_with_too_many_files_is_refused_whole(
     hub_server: HubServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("runspec.daemon.hubmirror.MAX_ENTRIES", 3)
+    monkeypatch.setattr("runspec.daemon.hubmirror.MAX_ENTRIES", 3)  # as imported there
     for i in range(4):
         hub_server.put_file(REPO, f"specs/s{i}.yaml", b"runspec: 1\n")
     source = HubSource(URL)

@@ -4,7 +4,8 @@ read as data.
 A followed repository is hostile until proven otherwise, as the inbox is: git runs with no
 terminal prompt, no hooks, no user or system config, no submodules, no checkout (a bare mirror:
 no file of the repository is ever written as a file), a fetch that checks every object and
-ends within FETCH_TIMEOUT_S, and a mirror that may not grow past MAX_MIRROR_BYTES. Only blobs
+ends within FETCH_TIMEOUT_S, a mirror that may not grow past MAX_MIRROR_BYTES and a spec folder
+of at most MAX_ENTRIES entries. Only blobs
 are read, each size-checked before it is read. Credentials come from the daemon's environment
 (`/etc/runspec/env`), never from the config or a spec: `RUNSPEC_GIT_TOKEN` is sent as an HTTP
 header through git's environment (never on a command line, where `ps` shows it), and
@@ -28,6 +29,7 @@ from runspec.secrets.apartuid import as_root
 FETCH_TIMEOUT_S = 120.0
 READ_TIMEOUT_S = 30.0
 MAX_MIRROR_BYTES = 512 << 20
+MAX_ENTRIES = 1000  # entries under the spec folder: more is no folder of specs
 BLOB_MODES = ("100644", "100755")  # a link (120000) or a submodule (160000) is never followed
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _SCP_LIKE = re.compile(r"[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[A-Za-z0-9._/~-]+")
@@ -228,10 +230,14 @@ class Mirror:
         """Every entry under `folder` at `commit` (links and submodules included, for the
         caller to refuse by mode)."""
         out = self._git("ls-tree", "-r", "-z", "--full-tree", commit, "--", f"{folder}/")
-        entries = []
+        entries: list[Entry] = []
         for record in out.split(b"\0"):
             if not record:
                 continue
+            if len(entries) >= MAX_ENTRIES:
+                raise GitError(
+                    f"over {MAX_ENTRIES} entries under {folder}/: follow a folder of specs"
+                )
             meta, _, raw_path = record.partition(b"\t")
             mode, _kind, blob = meta.decode().split(" ")
             entries.append(Entry(raw_path.decode("utf-8", "replace"), blob, mode))

@@ -19,12 +19,11 @@ import re
 from typing import Any
 from urllib.parse import quote
 
-from runspec.daemon.gitmirror import CommitInfo, Entry, GitError, hub_repo
+from runspec.daemon.gitmirror import MAX_ENTRIES, CommitInfo, Entry, GitError, hub_repo
 from runspec.hubreach import endpoint_set
 from runspec.hubread import HubReadError, fetch, strict_json, within
 from runspec.spec.yamlload import MAX_BYTES
 
-MAX_ENTRIES = 1000  # files and folders under the spec folder
 MAX_PATH = 400  # characters of one path
 LIST_TIMEOUT_S = 60.0
 READ_TIMEOUT_S = 30.0
@@ -102,7 +101,7 @@ class HubSource:
                 self.repo, folder, recursive=True, revision=commit, repo_type=self.kind
             )
             for item in tree:
-                if len(items) >= MAX_ENTRIES:
+                if len(items) >= MAX_ENTRIES:  # files and folders, as a git folder counts them
                     raise GitError(
                         f"over {MAX_ENTRIES} entries under {folder}/: follow a folder of specs"
                     )
