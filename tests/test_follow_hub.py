@@ -70,6 +70,12 @@ def test_a_hub_repository_is_followed_once_across_restarts_and_hostile_files_ref
     assert "\x1b" not in status.stdout
     assert _jobs(again.state) == ["one"]
 
+    # A refusal lasts while its file does.
+    hub.put_file(REPO, "specs/odd\x1b[2J.yaml", None, message="drop the odd one")
+    _next_read(again)
+    status = runspec_cli("status", "--state", str(again.state), "--inbox", str(again.inbox))
+    assert "an odd name" not in status.stdout and "specs/three.yaml:7:" in status.stdout
+
 
 def test_a_hub_folder_with_too_many_files_is_refused_whole(
     hub_server: HubServer, monkeypatch: pytest.MonkeyPatch

@@ -177,7 +177,8 @@ class Follower:
         self._deleted(follow, head, current)
         self.ledger["present"][follow.key] = current
         prune(self.ledger["blobs"], f"{follow.repo}\0", set(current.items()), LEDGER_KEEP)
-        rejected = {p: w for p, w in rejected.items() if p in current or "never followed" in w}
+        listed = {entry.path for entry in entries}  # a refusal lasts while its file does
+        rejected = {p: w for p, w in rejected.items() if p in current or p in listed}
         self._report(follow, commit=head, error=None, specs=len(current), rejected=rejected)
 
     def _blob_key(self, follow: FollowSpec, path: str, blob: str) -> str:

@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from runspec.daemon.gitmirror import MAX_ENTRIES, CommitInfo, Entry, GitError, hub_repo
 from runspec.hubreach import endpoint_set
-from runspec.hubread import HubReadError, fetch, strict_json, within
+from runspec.hubread import HubReadError, fetch, one_line, strict_json, within
 from runspec.spec.yamlload import MAX_BYTES
 
 MAX_PATH = 400  # characters of one path
@@ -116,7 +116,7 @@ class HubSource:
             raise
         except Exception as exc:  # the client's or the network's: a line and a retry
             raise GitError(
-                f"the Hub's {self.kind} {self.repo}: cannot list {folder}/: {exc}"
+                f"the Hub's {self.kind} {self.repo}: cannot list {folder}/: {one_line(exc)}"
             ) from exc
         entries = []
         for item in items:
