@@ -141,22 +141,25 @@ def test_a_finished_run_is_left_alone(
     assert standin.made() == []  # no receipt naming an end: not even a read of the instance
 
 
+@pytest.mark.parametrize("asked", ["stop", "auto"])
 def test_a_finished_box_s_own_stop_is_confirmed_by_the_watcher_once(
-    hub_server: HubServer, standin: StandIn, env: dict[str, str]
+    hub_server: HubServer, standin: StandIn, env: dict[str, str], asked: str
 ) -> None:
     """The box stopped itself and did not live to push the confirmation: the watcher reads
     the instance stopped, adds it beside the receipt, and never asks again."""
     vast_answers_stopped(standin)
     seed(hub_server, expired(state="finished", final_verified=True))
-    finish = {"action": "stop", "provider": "vast", "instance": "4242"}
+    finish = {"action": asked, "provider": "vast", "instance": "4242"}
     receipt = json.dumps({"run": "hung", "finish": finish}).encode()
     hub_server.put_file(REPO, "runspec/receipt.json", receipt, repo_type="model")
     code, out, err = result(watch(env, REPO))
     assert code == 0 and out["runs"][0]["verdict"] == "final", err
     assert standin.made("PUT") == [] and standin.made("DELETE") == []  # a read, nothing more
     end = json.loads(hub_server.read_file(REPO, "runspec/end.json", repo_type="model"))
-    assert end["by"] == "watch" and end["action"] == "stop" and end["confirmed"] is True
-    assert end["instance"] == "4242" and "seen stopped after the box's own stop" in end["detail"]
+    assert end["by"] == "watch" and end["action"] == asked and end["confirmed"] is True
+    assert (
+        end["instance"] == "4242" and f"seen stopped after the box's own {asked}" in end["detail"]
+    )
     reads = len(standin.made("GET"))
     code, _, err = result(watch(env, REPO))
     assert code == 0 and len(standin.made("GET")) == reads, err  # confirmed: never read again

@@ -1,10 +1,10 @@
 """A box's own end, confirmed by the watcher: the box asked its provider to stop or destroy
 itself and may not have lived to push the confirmation (runspec.push.endconfirm). On a pass
-over a finished run whose receipt names such a finish and no `runspec/end.json` stands beside
-it, the watcher reads the instance's state once; gone, or in a state that shows the finish took
-effect, and it adds the confirmation (`by: watch`). Nothing is ever asked of the provider
-here but a read, and a run with its confirmation, or a receipt with no end of the machine in
-it, costs two small reads of the Hub and no provider call.
+over a finished run whose receipt names such a finish (or auto, which chose one) and no
+`runspec/end.json` stands beside it, the watcher reads the instance's state once; gone, or in
+a state that shows the finish took effect, and it adds the confirmation (`by: watch`). Nothing
+is ever asked of the provider here but a read, and a run with its confirmation, or a receipt
+with no end of the machine in it, costs two small reads of the Hub and no provider call.
 """
 
 from __future__ import annotations
@@ -22,6 +22,12 @@ from runspec.watch.lease import HubLease, Lease
 log = logging.getLogger("runspec.watch")
 
 READ_S = 30.0
+# The receipt's finish action, and the ends that show it took effect (auto: whichever it chose).
+ENDS = {
+    "stop": (Action.STOP,),
+    "destroy": (Action.DESTROY,),
+    "auto": (Action.STOP, Action.DESTROY),
+}
 
 
 def see_end(
@@ -37,7 +43,7 @@ def see_end(
         return False
     finish = receipt.get("finish") if isinstance(receipt, dict) else None
     action = finish.get("action") if isinstance(finish, dict) else None
-    if action not in (Action.STOP.value, Action.DESTROY.value) or not isinstance(finish, dict):
+    if action not in ENDS or not isinstance(finish, dict):
         return False
     if (finish.get("provider"), finish.get("instance")) != (lease.provider, lease.instance):
         return False  # never the receipt's word for which instance: the sealed lease's only
@@ -47,7 +53,7 @@ def see_end(
     except ProviderError as exc:
         log.info("%s: the instance's state could not be read: %s", hub.repo, exc)
         return False
-    if state != GONE and state not in adapter.going(Action(action)):
+    if state != GONE and not any(state in adapter.going(a) for a in ENDS[action]):
         return False
     return confirm_end(
         hub, lease, action, f"seen {state} after the box's own {action}", clock.time()
