@@ -406,15 +406,16 @@ class Handler(BaseHTTPRequestHandler):
         (huggingface_hub's list_repo_commits reads id, title, message, authors and date)."""
         if (repo := self._repo(rtype, repo_id)) is None:
             return
-        if self._revision(repo, rev) is None:
+        if (found := self._revision(repo, rev)) is None:
             return
+        # From the revision asked back, as the Hub lists them (a commit id starts the page).
+        upto = next(i for i, c in enumerate(repo.commits) if c[0] == found[0]) + 1
         page = []
-        for oid, _files, message in reversed(repo.commits[-50:]):
-            when = datetime.fromtimestamp(repo.times.get(oid, 0.0), tz=timezone.utc)
-            date = when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+        for oid, _files, message in reversed(repo.commits[max(0, upto - 50) : upto]):
             title = message.splitlines()[0] if message else ""
-            item = {"id": oid, "title": title, "message": message, "authors": [], "date": date}
-            page.append(item)
+            authors = [{"user": repo.authors[oid]}] if oid in repo.authors else []
+            item = {"id": oid, "title": title, "message": message, "authors": authors}
+            page.append({**item, "date": _date(repo.times.get(oid, 0.0))})
         self._json(200, page)
 
     def _tree(self, rtype: str, repo_id: str, rev: str, under: str) -> None:
@@ -431,12 +432,15 @@ class Handler(BaseHTTPRequestHandler):
             return
         if (found := self._revision(repo, rev)) is None:
             return
+        expand = form.get("expand", ["false"])[0].lower() == "true"  # httpx sends "true"
         out = []
         for path in form.get("paths", []):
             entry = found[1].get(path)
             if entry is None:
                 continue
             data = entry.to_json()
+            if expand:  # the commit that last changed the file, as the Hub's lastCommit says it
+                data["lastCommit"] = _last_commit(repo, found[0], path)
             if self.hub._lie_all or path in self.hub._lies:
                 data["oid"] = "f" * 40
                 if "lfs" in data:
@@ -496,6 +500,26 @@ class Handler(BaseHTTPRequestHandler):
             while chunk := fh.read(CHUNK):
                 self.wfile.write(chunk)
                 self._pace(len(chunk))
+
+
+def _date(ts: float) -> str:
+    when = datetime.fromtimestamp(ts, tz=timezone.utc)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+
+
+def _last_commit(repo: Repo, upto: str, path: str) -> dict[str, str]:
+    """{id, title, date} of the newest commit up to `upto` that changed `path`."""
+    last, before = None, None
+    for oid, files, message in repo.commits:
+        entry = files.get(path)
+        if entry is not None and entry != before:
+            last = (oid, message)
+        before = entry
+        if oid == upto:
+            break
+    assert last is not None
+    title = last[1].splitlines()[0] if last[1] else ""
+    return {"id": last[0], "title": title, "date": _date(repo.times.get(last[0], 0.0))}
 
 
 def _type_of(prefix: str | None) -> str:

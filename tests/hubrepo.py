@@ -59,6 +59,7 @@ class Repo:
     private: bool
     commits: list[tuple[str, dict[str, Entry], str]] = field(default_factory=list)
     times: dict[str, float] = field(default_factory=dict)  # each commit's time, the Hub's clock
+    authors: dict[str, str] = field(default_factory=dict)  # who made a commit, where seeded
 
     @property
     def head(self) -> dict[str, Entry]:

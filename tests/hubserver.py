@@ -256,22 +256,30 @@ class HubServer:
         self,
         repo_id: str,
         path: str,
-        data: bytes,
+        data: bytes | None,
         repo_type: str = "dataset",
         message: str = "seed",
+        author: str | None = None,
     ) -> str:
-        """Seed a repo (created when missing) with one file; returns the commit id."""
+        """Seed a repo (created when missing) with one file (None: delete it), made by
+        `author` where given; returns the commit id."""
         with self._lock:
             repo = self.repos.get((repo_type, repo_id))
             if repo is None:
                 repo = self.repos[(repo_type, repo_id)] = Repo(repo_id, repo_type, private=True)
-            if len(data) > LFS_THRESHOLD or b"\0" in data[:512]:
+            if data is None:
+                oid = self._commit(repo, {}, {path}, message)
+            elif len(data) > LFS_THRESHOLD or b"\0" in data[:512]:
                 sha = hashlib.sha256(data).hexdigest()
                 self.lfs_path(sha).write_bytes(data)
                 entry = lfs_entry(path, sha, len(data))
             else:
                 entry = Entry(path, len(data), blob_id(data), data=data)
-            return self._commit(repo, {path: entry}, set(), message)
+            if data is not None:
+                oid = self._commit(repo, {path: entry}, set(), message)
+            if author is not None:
+                repo.authors[oid] = author
+            return oid
 
     def put_path(self, repo_id: str, path: str, source: Path, repo_type: str = "dataset") -> str:
         """Seed a repo with a large file from disk as an LFS object, never read whole."""

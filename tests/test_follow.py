@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from runspec.daemon.config import ConfigError, load_config
-from runspec.daemon.follow import read_status
 from runspec.daemon.gitmirror import _environ
+from runspec.views.followview import read_status
 from tests.fixtures_daemon import DaemonProc, runspec_cli, spec_text, wait_until
 from tests.test_daemon_runs import TRAIN_BOUND, tiny
 
@@ -85,6 +85,16 @@ def _read_at(state: Path) -> str:
     )
 
 
+def _started_until_queued(make_daemon: Any, config: Path, name: str) -> DaemonProc:
+    """A daemon following `config`'s repository, once it took the spec `name` from it."""
+    daemon: DaemonProc = make_daemon(config)
+    daemon.start()
+    daemon.wait_ready()
+    accepted = daemon.state / "jobs" / name / "provenance.json"
+    wait_until(accepted.exists, timeout=BOUND, what=f"the run of {name}")
+    return daemon
+
+
 def _next_read(daemon: DaemonProc) -> None:
     """SIGHUP re-reads the config and every followed branch at once; wait for that read."""
     before = _read_at(daemon.state)
@@ -99,11 +109,7 @@ def test_each_committed_spec_runs_once_across_commits_and_restarts(
     commit = upstream.commit("one: a first try", {"specs/one.yaml": spec_text("one")})
     blob = upstream.blob("specs/one.yaml")
     config = _config(tmp_path, upstream)
-    daemon: DaemonProc = make_daemon(config)
-    daemon.start()
-    daemon.wait_ready()
-    accepted = daemon.state / "jobs" / "one" / "provenance.json"
-    wait_until(accepted.exists, timeout=BOUND, what="the run of one")
+    daemon = _started_until_queued(make_daemon, config, "one")
     git = _provenance(daemon.state, "one")["git"]
     assert git["commit"] == commit and git["blob"] == blob and git["path"] == "specs/one.yaml"
     assert git["author"] == "Ada <ada@example.invalid>" and git["subject"] == "one: a first try"
@@ -272,3 +278,90 @@ def test_a_claim_at_the_hub_is_made_once_across_boxes(
     assert claim(spec, tmp_path / "box2", {**body, "blob": "d" * 40}) is None  # a new blob
     files = hub_server.files("me/claimed")
     assert len([f for f in files if f.startswith("runspec/claims/")]) == 2
+
+
+def _follower(tmp: Path, upstream: Upstream, said: list[str]) -> Any:
+    from runspec.clock import ManualClock
+    from runspec.daemon.follow import Follower
+    from runspec.daemon.followspec import FollowSpec
+
+    state, inbox = tmp / "state", tmp / "inbox"
+    for folder in (state, inbox):
+        folder.mkdir(mode=0o700, exist_ok=True)
+    follow = FollowSpec(upstream.url, "main", "specs", 60.0)
+    return Follower((follow,), state, inbox, ManualClock(), said.append), follow
+
+
+def _taken(inbox: Path) -> list[str]:
+    """What the follower dropped into the inbox, taken away as the daemon's intake would."""
+    names = sorted(p.name for p in inbox.iterdir() if p.suffix == ".yaml")
+    for path in inbox.iterdir():
+        path.unlink()
+    return names
+
+
+def test_the_ledger_keeps_its_newest_entries_and_a_forgotten_blob_never_runs_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("runspec.daemon.follow.LEDGER_KEEP", 2)
+    upstream = Upstream(tmp_path)
+    shared = tmp_path / "volume"
+
+    def pushed(name: str) -> str:
+        return spec_text(name, extra=f"push:\n  dir: {shared}\n")
+
+    said: list[str] = []
+    follower, follow = _follower(tmp_path, upstream, said)
+    upstream.commit("a, and n with no push target", {"specs/a.yaml": pushed("a")})
+    upstream.commit("n", {"specs/n.yaml": spec_text("n")})
+    follower.poll(follow)
+    assert _taken(follower.inbox) == ["a.yaml", "n.yaml"]
+    previous = "a"
+    for name in ("b", "c", "d"):
+        follower.clock.advance(60)
+        upstream.commit(name, {f"specs/{previous}.yaml": None, f"specs/{name}.yaml": pushed(name)})
+        follower.poll(follow)
+        assert _taken(follower.inbox) == [f"{name}.yaml"]
+        previous = name
+    ledger = json.loads((follower.state / "follow" / "ledger.json").read_text())
+    paths = sorted(key.split("\0")[1] for key in ledger["blobs"])
+    # d is on the branch, n has no other record that it ran: both kept; a, b and c forgotten.
+    assert paths == ["specs/d.yaml", "specs/n.yaml"], paths
+
+    # a comes back (a revert to its old blob): its claim at the push target says it ran.
+    upstream.commit("revert to a", {"specs/a.yaml": pushed("a")})
+    follower.poll(follow)
+    assert _taken(follower.inbox) == []
+    assert any(
+        "not running a from" in line and "ran already from this box" in line for line in said
+    )
+
+
+def test_a_spec_folder_of_too_many_entries_is_refused_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runspec.daemon.gitmirror import GitError, Mirror
+
+    upstream = Upstream(tmp_path)
+    upstream.commit("many", {f"specs/s{i}.yaml": "runspec: 1\n" * (i + 1) for i in range(4)})
+    monkeypatch.setattr("runspec.daemon.gitmirror.MAX_ENTRIES", 3)
+    mirror = Mirror(tmp_path / "mirror.git", upstream.url)
+    head = mirror.fetch("main")
+    with pytest.raises(GitError, match="over 3 entries under specs/: follow a folder of specs"):
+        mirror.specs(head, "specs")
+
+
+def test_a_mirror_past_its_bound_is_refused_and_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from runspec.daemon.gitmirror import GitError, Mirror
+
+    upstream = Upstream(tmp_path)
+    upstream.commit("data, not specs", {"data.bin": os.urandom(300_000).hex()})
+    monkeypatch.setattr("runspec.daemon.gitmirror.MAX_MIRROR_BYTES", 256 * 1024)
+    mirror = Mirror(tmp_path / "mirror.git", upstream.url)
+    with pytest.raises(GitError, match="over 0 MiB: follow a repository of specs"):
+        mirror.fetch("main")
+    assert not (tmp_path / "mirror.git").exists()

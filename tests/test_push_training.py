@@ -1,5 +1,7 @@
 """A whole `runspec run` of a tiny real training, pushing to the local Hub server: the
-checkpoints LibreYOLO wrote are the ones on the Hub, byte for byte."""
+checkpoints LibreYOLO wrote are the ones on the Hub, byte for byte; then its finish stops the
+machine through vast's API (the stand-in, tests/fixtures_providers.py), and the stop the
+provider confirmed is added beside the receipt."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures_providers import StandIn, VastInstance
 from tests.hubserver import HubServer
 
 SPEC = """\
@@ -33,7 +36,8 @@ push:
 budget:
   wall_clock: 30m
 finish:
-  action: none
+  action: stop
+  provider: vast
 env:
   OMP_NUM_THREADS: 1
 """
@@ -41,15 +45,22 @@ env:
 
 @pytest.mark.training
 def test_runspec_run_pushes_its_real_checkpoints(
-    hub_server: HubServer, xet_env: dict[str, str], hub_token: str, tmp_path: Path
+    hub_server: HubServer,
+    xet_env: dict[str, str],
+    hub_token: str,
+    tmp_path: Path,
+    standin: StandIn,
+    provider_env: dict[str, str],
 ) -> None:
     """Through Xet, as a rented box pushes (tests/hubxet.py)."""
+    box = VastInstance(standin)
+    vast = {**provider_env, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": "vast-box-key"}
     spec = tmp_path / "pushrun.yaml"
     spec.write_text(SPEC)
     state = tmp_path / "state"
     proc = subprocess.run(
         [sys.executable, "-m", "runspec", "run", str(spec), "--state", str(state)],
-        env={**os.environ, **xet_env},
+        env={**os.environ, **xet_env, **vast},
         capture_output=True,
         text=True,
         timeout=600,
@@ -62,12 +73,26 @@ def test_runspec_run_pushes_its_real_checkpoints(
     record = json.loads((state / "jobs" / "pushrun" / "record.json").read_text())
     assert record["termination"] == "completed"
     assert record["last_push"]["final"] is True
-    # The final push's commit, then the card's own commit on top of it, then the receipt's.
-    # The lease's own commits (runspec/lease.json, issue 22) come and go beside the run's.
+    # The final push's commit, then the card's own commit on top of it, then the receipt's,
+    # then the stop vast confirmed. The lease's own commits (runspec/lease.json, issue 22)
+    # come and go beside the run's.
     commits = [c for c in hub_server.repo("me/pushrun").commits if "lease of" not in c[2]]
-    assert record["last_push"]["commit"] == commits[-3][0]
-    assert commits[-2][2] == "runspec: model card" and "README.md" in commits[-2][1]
-    assert commits[-1][2] == "runspec: receipt" and "runspec/receipt.json" in commits[-1][1]
+    assert record["last_push"]["commit"] == commits[-4][0]
+    assert commits[-3][2] == "runspec: model card" and "README.md" in commits[-3][1]
+    assert commits[-2][2] == "runspec: receipt" and "runspec/receipt.json" in commits[-2][1]
+    assert commits[-1][2] == "runspec: the end, confirmed", [c[2] for c in commits]
+    assert box.effects == ["PUT"]  # stopped once, by the box's own finish
+    receipt = json.loads(hub_server.read_file("me/pushrun", "runspec/receipt.json"))
+    assert receipt["finish"] == {
+        "action": "stop",
+        "provider": "vast",
+        "instance": "4242",
+        "unverified": receipt["finish"]["unverified"],
+        "confirmation": "runspec/end.json",
+    }
+    end = json.loads(hub_server.read_file("me/pushrun", "runspec/end.json"))
+    assert end["by"] == "box" and end["confirmed"] is True and end["action"] == "stop"
+    assert (end["provider"], end["instance"], end["run"]) == ("vast", "4242", "pushrun")
     remote = hub_server.files("me/pushrun")
     for rel in ("weights/last.pt", "weights/best.pt", "weights/epoch_2.pt", "weights/epoch_4.pt"):
         assert rel in remote, rel

@@ -21,7 +21,7 @@ import pytest
 from runspec.clock import utc_iso
 from runspec.spec.model import Spec
 from runspec.watch.seal import KEY_VARIABLE
-from tests.fixtures_providers import Answer, StandIn, VastInstance
+from tests.fixtures_providers import Answer, StandIn, VastInstance, vast_answers_stopped
 from tests.fixtures_watch import (
     REPO,
     WATCH_KEY,
@@ -56,6 +56,10 @@ def test_an_expired_lease_stops_the_box_and_records_it(
     assert ended["by"] == "watch" and ended["action"] == "stop" and ended["confirmed"] is True
     assert "lease expired at" in ended["reason"]
     assert out["runs"][0]["confirmed"] is True
+    # The confirmation, beside where the run's receipt goes: who saw which end of what.
+    end = json.loads(hub_server.read_file(REPO, "runspec/end.json", repo_type="model"))
+    assert end["confirmed"] is True and end["by"] == "watch" and end["action"] == "stop"
+    assert (end["run"], end["provider"], end["instance"]) == ("hung", "vast", "4242")
 
 
 def test_a_healthy_lease_is_left_alone(
@@ -134,7 +138,31 @@ def test_a_finished_run_is_left_alone(
     seed(hub_server, expired(state="finished", final_verified=True))
     code, out, _ = result(watch(env, REPO))
     assert code == 0 and out["runs"][0]["verdict"] == "final"
-    assert standin.made() == []
+    assert standin.made() == []  # no receipt naming an end: not even a read of the instance
+
+
+@pytest.mark.parametrize("asked", ["stop", "auto"])
+def test_a_finished_box_s_own_stop_is_confirmed_by_the_watcher_once(
+    hub_server: HubServer, standin: StandIn, env: dict[str, str], asked: str
+) -> None:
+    """The box stopped itself and did not live to push the confirmation: the watcher reads
+    the instance stopped, adds it beside the receipt, and never asks again."""
+    vast_answers_stopped(standin)
+    seed(hub_server, expired(state="finished", final_verified=True))
+    finish = {"action": asked, "provider": "vast", "instance": "4242"}
+    receipt = json.dumps({"run": "hung", "finish": finish}).encode()
+    hub_server.put_file(REPO, "runspec/receipt.json", receipt, repo_type="model")
+    code, out, err = result(watch(env, REPO))
+    assert code == 0 and out["runs"][0]["verdict"] == "final", err
+    assert standin.made("PUT") == [] and standin.made("DELETE") == []  # a read, nothing more
+    end = json.loads(hub_server.read_file(REPO, "runspec/end.json", repo_type="model"))
+    assert end["by"] == "watch" and end["action"] == asked and end["confirmed"] is True
+    assert (
+        end["instance"] == "4242" and f"seen stopped after the box's own {asked}" in end["detail"]
+    )
+    reads = len(standin.made("GET"))
+    code, _, err = result(watch(env, REPO))
+    assert code == 0 and len(standin.made("GET")) == reads, err  # confirmed: never read again
 
 
 def test_an_unreadable_hub_calls_nothing_and_exits_non_zero(

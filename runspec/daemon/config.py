@@ -137,7 +137,7 @@ def _follow(raw: Any, at: Callable[[str], str]) -> tuple[FollowSpec, ...]:
     out = []
     for i, item in enumerate(raw):
         if not isinstance(item, dict) or not isinstance(item.get("repo"), str):
-            raise ConfigError(f"{where}: follow[{i}] needs `repo:` (a git URL)")
+            raise ConfigError(f"{where}: follow[{i}] needs `repo:` (a git URL or hf://...)")
         unknown = [k for k in item if k not in FOLLOW_KEYS]
         if unknown:
             hint = did_you_mean(str(unknown[0]), FOLLOW_KEYS)
@@ -284,7 +284,8 @@ DEFAULT_CONFIG_TEXT = """\
 # notify: [ntfy://my-topic]        # apprise URLs for runs whose spec has no notify: (and the
 #                                  # idle finish); secrets as ${NAME}, set in /etc/runspec/env
 # follow:                          # run the specs committed to a branch, each blob once
-#   - repo: https://github.com/acme/experiments.git   # or ssh, git@host:path, file:///...
+#   - repo: https://github.com/acme/experiments.git   # or ssh, git@host:path, file:///...,
+#                                  # hf://datasets/acme/experiments (the box's Hub token)
 #     branch: main
 #     path: specs                  # the folder whose *.yaml are specs
 #     every: 1m                    # how often the branch is read

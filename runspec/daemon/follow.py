@@ -11,7 +11,9 @@ already in the ledger). Before a blob is queued it is claimed at the run's push 
 disk, never runs it again. A spec that fails validation is reported once, with `file:line:col`
 (in the daemon's log, `runspec status` and the notification) and runs nothing.
 
-Reading a repository (runspec.daemon.gitmirror) happens in a thread of its own, one at a time,
+A repository is read through git (runspec.daemon.gitmirror), or, named `hf://datasets/ORG/NAME`
+(models/, spaces/), through the Hub's API with the box's Hub token (runspec.daemon.hubmirror),
+keyed and claimed the same way. Reading one happens in a thread of its own, one at a time,
 so a slow remote never holds the daemon's loop; what it decides is written into the inbox,
 whose intake handles the rest as for `runspec submit` (the provenance travels in the sidecar).
 """
@@ -29,8 +31,10 @@ from typing import Any
 from runspec.alerts import Alerts, Message
 from runspec.clock import Clock, utc_iso
 from runspec.daemon.followclaim import ClaimError, claim
+from runspec.daemon.followledger import LEDGER_KEEP, prune
 from runspec.daemon.followspec import FollowSpec
-from runspec.daemon.gitmirror import BLOB_MODES, GitError, Mirror, shown_remote
+from runspec.daemon.gitmirror import BLOB_MODES, GitError, Mirror, hub_repo, shown_remote
+from runspec.daemon.hubmirror import HubSource
 from runspec.daemon.queue import request_cancel
 from runspec.printable import printable
 from runspec.spec.loader import check_spec_text
@@ -38,27 +42,11 @@ from runspec.spec.yamlload import MAX_BYTES, too_big
 from runspec.store.atomic import write_bytes, write_json_atomic
 from runspec.store.paths import StateLayout, provenance_sidecar
 from runspec.store.state import RecordStore, RunStatus
+from runspec.views.followview import read_status
 
 log = logging.getLogger("runspec.follow")
 
 SUFFIXES = (".yaml", ".yml")
-
-
-def follow_folder(state: Path) -> Path:
-    return state / "follow"
-
-
-def status_file(state: Path) -> Path:
-    return follow_folder(state) / "status.json"
-
-
-def read_status(state: Path) -> dict[str, Any]:
-    """What each followed repository came to at its last read ({} when none is followed)."""
-    try:
-        loaded = json.loads(status_file(state).read_text())
-    except (OSError, ValueError):
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
 
 
 class Follower:
@@ -80,11 +68,13 @@ class Follower:
         self.clock = clock
         self.say = say
         self.environ = environ
-        self.folder = follow_folder(state)
+        self.folder = StateLayout(state).follow
         self.ledger_file = self.folder / "ledger.json"
         self._busy = threading.Lock()
         self._threads: list[threading.Thread] = []
-        self.mirror: Mirror | None = None  # the one being read, so that close() can end its git
+        self.mirror: Mirror | HubSource | None = (
+            None  # the one being read, so that close() can end its git
+        )
         self.closing = False
         self.ledger = self._load_ledger()
         self.status = read_status(state)
@@ -104,7 +94,7 @@ class Follower:
     def _save(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         write_json_atomic(self.ledger_file, self.ledger)
-        write_json_atomic(status_file(self.state), self.status)
+        write_json_atomic(StateLayout(self.state).follow_status, self.status)
 
     # -- the timed job ------------------------------------------------------------------
     def start_poll(self, follow: FollowSpec) -> None:
@@ -156,7 +146,11 @@ class Follower:
         self._save()
 
     def _poll(self, follow: FollowSpec) -> None:
-        mirror = Mirror(self.folder / f"{follow.key}.git", follow.repo, self.environ)
+        mirror: Mirror | HubSource
+        if hub_repo(follow.repo) is not None:
+            mirror = HubSource(follow.repo)
+        else:
+            mirror = Mirror(self.folder / f"{follow.key}.git", follow.repo, self.environ)
         self.mirror = mirror
         try:
             head = mirror.fetch(follow.branch)
@@ -171,7 +165,8 @@ class Follower:
             if not entry.path.endswith(SUFFIXES) or any(p.startswith(".") for p in parts):
                 continue
             if entry.mode not in BLOB_MODES:
-                rejected[entry.path] = f"{entry.path}: a link or a submodule, never followed"
+                why = entry.refused or "a link or a submodule"
+                rejected[entry.path] = printable(f"{entry.path}: {why}, never followed")
                 continue
             current[entry.path] = entry.blob
             problem = self._take(follow, mirror, head, entry.path, entry.blob)
@@ -181,19 +176,21 @@ class Follower:
                 rejected.pop(entry.path, None)
         self._deleted(follow, head, current)
         self.ledger["present"][follow.key] = current
-        rejected = {p: why for p, why in rejected.items() if p in current or "link" in why}
+        prune(self.ledger["blobs"], f"{follow.repo}\0", set(current.items()), LEDGER_KEEP)
+        listed = {entry.path for entry in entries}  # a refusal lasts while its file does
+        rejected = {p: w for p, w in rejected.items() if p in current or p in listed}
         self._report(follow, commit=head, error=None, specs=len(current), rejected=rejected)
 
     def _blob_key(self, follow: FollowSpec, path: str, blob: str) -> str:
         return f"{follow.repo}\0{path}\0{blob}"
 
     def _take(
-        self, follow: FollowSpec, mirror: Mirror, head: str, path: str, blob: str
+        self, follow: FollowSpec, mirror: Mirror | HubSource, head: str, path: str, blob: str
     ) -> str | None:
         """Validate and queue one blob, once; the first problem's line when it is refused."""
         key = self._blob_key(follow, path, blob)
         seen = self.ledger["blobs"].get(key)
-        if seen is not None and seen["state"] != "dropping":
+        if seen is not None and seen["state"] not in ("claiming", "dropping"):
             return seen.get("problem")
         source = f"{shown_remote(follow.repo)}@{follow.branch}:{path}"
         size = mirror.size(blob)
@@ -215,7 +212,7 @@ class Follower:
             }
             self._save()
             return problems[0]
-        if seen is not None and self._already_there(spec.name):
+        if seen is not None and seen["state"] == "dropping" and self._already_there(spec.name):
             seen["state"] = "queued"  # the drop before a restart had gone through
             self._save()
             return None
@@ -230,8 +227,12 @@ class Follower:
             "commit": info.commit,
             "at": utc_iso(self.clock.time()),
         }
+        # Known before the claim: a claim of this box's that the ledger does not know is a run
+        # it forgot (a pruned entry, a fresh disk), never a claim to go on with.
+        self.ledger["blobs"][key] = {"state": "claiming", "at": utc_iso(self.clock.time())}
+        self._save()
         try:
-            elsewhere = claim(spec, self.state, body)
+            elsewhere = claim(spec, self.state, body, known=seen is not None)
         except ClaimError as exc:  # nothing queued; the next read tries again
             self.say(printable(f"follow: {spec.name} from {source} waits: {exc}"))
             return None
@@ -250,6 +251,7 @@ class Follower:
             "name": spec.name,
             "commit": info.commit,
             "at": utc_iso(self.clock.time()),
+            "claimed": spec.push is not None,  # a claim at the push target outlives the entry
         }
         self._save()
         provenance = {

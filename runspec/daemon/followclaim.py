@@ -23,7 +23,7 @@ from runspec.errors import RunspecError
 from runspec.hubreach import endpoint_set
 from runspec.hubread import file_json
 from runspec.hubread import head as hub_head
-from runspec.push.base import one_line
+from runspec.push.base import http_status, one_line
 from runspec.push.remote import CLAIMS
 from runspec.spec.model import Spec
 from runspec.store.paths import StateLayout
@@ -49,28 +49,29 @@ def claim_path(repo: str, path: str, blob: str) -> str:
     return f"{CLAIMS}/{key}.json"
 
 
-def claim(spec: Spec, state: Path, body: dict[str, Any]) -> str | None:
-    """Claim the blob `body` names for this box: None when it is this box's (now or before),
-    else who claimed it when. Raises ClaimError when the target cannot tell."""
+def claim(spec: Spec, state: Path, body: dict[str, Any], known: bool = True) -> str | None:
+    """Claim the blob `body` names for this box: None when it is this box's (now, or before
+    when the box's ledger still `known`s it: a claim made before a restart), else who claimed
+    it when. Raises ClaimError when the target cannot tell."""
     body = {**body, "box": box_id(state)}
     rel = claim_path(body["repo"], body["path"], body["blob"])
     if spec.push is None:
         return None
     if spec.push.dir is not None:
         folder = StateLayout(state).run_paths(spec.name).resolve(spec.push.dir) / spec.name
-        return _claim_dir(folder / rel, body)
+        return _claim_dir(folder / rel, body, known)
     assert spec.push.hub is not None
-    return _claim_hub(spec.push.hub.repo, spec.push.hub.private, rel, body)
+    return _claim_hub(spec.push.hub.repo, spec.push.hub.private, rel, body, known)
 
 
-def _theirs(found: Any, box: str) -> str | None:
-    if isinstance(found, dict) and found.get("box") == box:
-        return None
+def _theirs(found: Any, box: str, known: bool) -> str | None:
     when = found.get("at") if isinstance(found, dict) else None
+    if isinstance(found, dict) and found.get("box") == box:
+        return None if known else f"ran already from this box at {when}"
     return f"claimed already at {when or 'an unknown time'} by another box"
 
 
-def _claim_dir(file: Path, body: dict[str, Any]) -> str | None:
+def _claim_dir(file: Path, body: dict[str, Any], known: bool) -> str | None:
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
@@ -79,7 +80,7 @@ def _claim_dir(file: Path, body: dict[str, Any]) -> str | None:
             found = json.loads(file.read_bytes()[:MAX_BYTES])
         except (OSError, ValueError):
             found = None
-        return _theirs(found, body["box"])
+        return _theirs(found, body["box"], known)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return "claimed by a link in the push folder: refused"
@@ -89,12 +90,7 @@ def _claim_dir(file: Path, body: dict[str, Any]) -> str | None:
     return None
 
 
-def _status(exc: BaseException) -> int | None:
-    response = getattr(exc, "response", None)
-    return getattr(response, "status_code", None)
-
-
-def _claim_hub(repo: str, private: bool, rel: str, body: dict[str, Any]) -> str | None:
+def _claim_hub(repo: str, private: bool, rel: str, body: dict[str, Any], known: bool) -> str | None:
     from huggingface_hub import CommitOperationAdd, HfApi
 
     api = HfApi(endpoint=endpoint_set())
@@ -107,7 +103,7 @@ def _claim_hub(repo: str, private: bool, rel: str, body: dict[str, Any]) -> str 
                 continue
             empty = not head.strip("0")  # a repo with no commit yet
             if not empty and (found := file_json(repo, rel, head)) is not None:
-                return _theirs(found, body["box"])
+                return _theirs(found, body["box"], known)
             api.create_commit(
                 repo,
                 operations=[CommitOperationAdd(path_in_repo=rel, path_or_fileobj=data)],
@@ -116,7 +112,7 @@ def _claim_hub(repo: str, private: bool, rel: str, body: dict[str, Any]) -> str 
             )
             return None
         except Exception as exc:  # the lock's refusal: read again; the rest: next poll
-            if _status(exc) == 412:
+            if http_status(exc) == 412:
                 continue
             raise ClaimError(f"cannot claim it at hub {repo}: {one_line(exc)}") from exc
     raise ClaimError(f"hub {repo} moved {TRIES} times while claiming: the next read tries again")

@@ -4,7 +4,8 @@ read as data.
 A followed repository is hostile until proven otherwise, as the inbox is: git runs with no
 terminal prompt, no hooks, no user or system config, no submodules, no checkout (a bare mirror:
 no file of the repository is ever written as a file), a fetch that checks every object and
-ends within FETCH_TIMEOUT_S, and a mirror that may not grow past MAX_MIRROR_BYTES. Only blobs
+ends within FETCH_TIMEOUT_S, a mirror that may not grow past MAX_MIRROR_BYTES and a spec folder
+of at most MAX_ENTRIES entries. Only blobs
 are read, each size-checked before it is read. Credentials come from the daemon's environment
 (`/etc/runspec/env`), never from the config or a spec: `RUNSPEC_GIT_TOKEN` is sent as an HTTP
 header through git's environment (never on a command line, where `ps` shows it), and
@@ -28,10 +29,17 @@ from runspec.secrets.apartuid import as_root
 FETCH_TIMEOUT_S = 120.0
 READ_TIMEOUT_S = 30.0
 MAX_MIRROR_BYTES = 512 << 20
+MAX_ENTRIES = 1000  # entries under the spec folder: more is no folder of specs
 BLOB_MODES = ("100644", "100755")  # a link (120000) or a submodule (160000) is never followed
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _SCP_LIKE = re.compile(r"[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[A-Za-z0-9._/~-]+")
 _BRANCH = re.compile(r"[A-Za-z0-9._/-]{1,200}")
+# hf://datasets/acme/experiments (as huggingface_hub's HfFileSystem names a repo): read through
+# the Hub's API (runspec.daemon.hubmirror), not git.
+_HF = re.compile(
+    r"hf://(?:(?P<kind>datasets|spaces|models)/)?"
+    r"(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95})/?"
+)
 
 
 class GitError(RunspecError):
@@ -43,6 +51,17 @@ class Entry:
     path: str  # in the repository, as git lists it
     blob: str
     mode: str
+    refused: str = ""  # why an entry is never followed, where its mode does not say it
+
+
+def hub_repo(url: str) -> tuple[str, str] | None:
+    """(repo type, repo id) of an hf:// URL; None for any other."""
+    found = _HF.fullmatch(url)
+    if found is None or ".." in found["repo"]:
+        return None
+    if found["kind"] is None and found["repo"].split("/")[0] in ("datasets", "spaces", "models"):
+        return None  # hf://datasets/acme: a kind and an org, no repo name
+    return (found["kind"] or "models")[:-1], found["repo"]
 
 
 @dataclass(frozen=True)
@@ -55,11 +74,16 @@ class CommitInfo:
 
 def check_remote(url: str) -> str | None:
     """Why `url` is no remote runspec follows; None when it is."""
-    if _SCP_LIKE.fullmatch(url):
+    if _SCP_LIKE.fullmatch(url) or hub_repo(url) is not None:
         return None
     parts = urlsplit(url)
+    if parts.scheme == "hf":
+        return f"{url!r}: name a Hub repo as hf://datasets/ORG/NAME (or models/, spaces/)"
     if parts.scheme not in ("https", "http", "ssh", "file"):
-        return f"{url!r}: use https://, ssh://, git@host:path or file:// (got {parts.scheme!r})"
+        return (
+            f"{url!r}: use https://, ssh://, git@host:path, file:// or hf://datasets/ORG/NAME "
+            f"(got {parts.scheme!r})"
+        )
     if parts.password or (parts.username and parts.scheme in ("https", "http")):
         return (
             "credentials in the repository URL would sit in the config in cleartext: put a "
@@ -183,8 +207,7 @@ class Mirror:
             f"+refs/heads/{branch}:{ref}",
             timeout=FETCH_TIMEOUT_S,
         )
-        size = sum(p.stat().st_size for p in self.folder.rglob("*") if p.is_file())
-        if size > MAX_MIRROR_BYTES:
+        if self.stored() > MAX_MIRROR_BYTES:
             shutil.rmtree(self.folder, ignore_errors=True)
             raise GitError(
                 f"the repository is over {MAX_MIRROR_BYTES >> 20} MiB: follow a repository "
@@ -195,14 +218,26 @@ class Mirror:
             raise GitError(f"git rev-parse gave {head[:80]!r}, no commit")
         return head
 
+    def stored(self) -> int:
+        """The bytes the mirror's objects take, as git counts them (its packs and loose
+        objects: a few directory reads, never a walk of every file on each poll)."""
+        out = self._git("count-objects", "-v").decode("ascii", "replace")
+        fields = dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
+        kib = (int(v) for k, v in fields.items() if k in ("size", "size-pack", "size-garbage"))
+        return sum(kib) * 1024
+
     def specs(self, commit: str, folder: str) -> list[Entry]:
         """Every entry under `folder` at `commit` (links and submodules included, for the
         caller to refuse by mode)."""
         out = self._git("ls-tree", "-r", "-z", "--full-tree", commit, "--", f"{folder}/")
-        entries = []
+        entries: list[Entry] = []
         for record in out.split(b"\0"):
             if not record:
                 continue
+            if len(entries) >= MAX_ENTRIES:
+                raise GitError(
+                    f"over {MAX_ENTRIES} entries under {folder}/: follow a folder of specs"
+                )
             meta, _, raw_path = record.partition(b"\t")
             mode, _kind, blob = meta.decode().split(" ")
             entries.append(Entry(raw_path.decode("utf-8", "replace"), blob, mode))

@@ -103,6 +103,13 @@ def scrub(text: str) -> str:
     return redact.scrub(text)
 
 
+def http_status(exc: BaseException) -> int | None:
+    """The HTTP status of the answer a client's error carries (None without one): the Hub's
+    412 to an optimistic lock is how a writer learns the branch moved."""
+    response = getattr(exc, "response", None)
+    return getattr(response, "status_code", None)
+
+
 def one_line(exc: BaseException) -> str:
     """An exception as one scrubbed line, for records and progress lines."""
     text = " ".join(str(exc).split()) or type(exc).__name__

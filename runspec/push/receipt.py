@@ -7,7 +7,8 @@ trained (runspec, LibreYOLO, torch and its CUDA build), the dataset's repo and t
 Hub resolved, each final weight's sha256 as the final push verified it (and whether that was a
 read-back of the bytes), the budget (its start, deadline, what was used), the billed time and
 its cost at the provider's increment (runspec.billing), and the finish about to be applied:
-the action the spec asks, on which provider and instance. Like the card, it never holds a
+the action the spec asks, on which provider and instance, and where the end's confirmation will
+be added (runspec.push.endconfirm). Like the card, it never holds a
 secret, a user or a host name, and a receipt the target refuses is said and never fails the
 weights it describes.
 """
@@ -30,9 +31,9 @@ from runspec.providers.detect import get_provider
 from runspec.push.base import PushTarget
 from runspec.push.cardpush import push_one
 from runspec.push.manifest import Manifest, digest_file
-from runspec.push.remote import RECEIPT
+from runspec.push.remote import END, RECEIPT
 from runspec.spec.model import FinishAction, Spec
-from runspec.spec.provenance import public
+from runspec.spec.provenance import source as spec_source
 from runspec.store.atomic import write_text
 from runspec.store.paths import RunPaths
 from runspec.store.state import RunRecord
@@ -41,7 +42,6 @@ from runspec.voice import warning
 
 RECEIPT_SCHEMA = 1
 RECEIPT_TIME_S = 5.0  # a few hundred bytes: one commit and one read
-_GIT_KEYS = ("remote", "branch", "commit", "path", "blob", "dirty", "author", "subject")
 
 
 def _version(dist: str) -> str | None:
@@ -84,19 +84,13 @@ def dataset(spec: Spec) -> dict[str, Any] | None:
 
 
 def source(paths: RunPaths) -> dict[str, Any]:
-    """Where the spec came from: its git facts (a followed branch or a submit from a checkout),
-    never the submitting machine's paths, user or host."""
+    """Where the spec came from (runspec.spec.provenance.source): never the submitting
+    machine's paths, user or host."""
     try:
         provenance = json.loads(paths.provenance_file.read_text())
     except (OSError, ValueError):
         provenance = {}
-    git = provenance.get("git") if isinstance(provenance, dict) else None
-    out: dict[str, Any] = {"via": provenance.get("via", "inbox") if provenance else "inbox"}
-    if isinstance(git, dict):
-        out.update({k: git[k] for k in _GIT_KEYS if k in git})
-    if isinstance(provenance, dict) and "file" in (shown := public(provenance)):
-        out["file"] = shown["file"]
-    return out
+    return spec_source(provenance)
 
 
 def gpu_name() -> str | None:
@@ -182,6 +176,7 @@ def build(
             "provider": provider,
             "instance": instance,
             "unverified": spec.finish.unverified.value,
+            "confirmation": END,  # added there once the end is confirmed (push.endconfirm)
         },
         "written_at": utc_iso(now),
     }

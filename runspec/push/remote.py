@@ -12,4 +12,5 @@ LOG = "runspec/runspec.log"  # the final push: the lifecycle's log
 CURVES = "runspec/curves.png"  # the final push: the training curves, beside the card
 LEASE = "runspec/lease.json"  # the lease a live run renews (issue 22), read by `status --hub`
 RECEIPT = "runspec/receipt.json"  # the commit after the final push: the run's receipt
+END = "runspec/end.json"  # the machine's end, confirmed after the receipt (push.endconfirm)
 CLAIMS = "runspec/claims"  # a followed spec blob that ran: one file each (daemon.followclaim)

@@ -31,6 +31,7 @@ from runspec.machine.endgame import Endgame
 from runspec.preflight import run_preflight
 from runspec.push import Pusher
 from runspec.push.cardpush import made_weights, push_card
+from runspec.push.endconfirm import send_end
 from runspec.push.receipt import send_receipt
 from runspec.push.report import prepare
 from runspec.push.until import push_until_verified
@@ -47,7 +48,7 @@ from runspec.trainer.checkpoints import vouch_after_exit
 from runspec.trainer.launcher import TrainerHandle
 from runspec.views import messages
 from runspec.voice import Transient, error, warning
-from runspec.watch.endedby import ended_by_watcher, finish_as_ended
+from runspec.watch.endedby import ended_by_watch
 
 if TYPE_CHECKING:
     from runspec.preflight import Phase
@@ -373,8 +374,7 @@ class Lifecycle:
                     window_left(self),
                     self.clock.time(),
                 )
-        if (ended := ended_by_watcher(self.spec, self.paths)) is not None:  # one finish only
-            finish_as_ended(self.spec, self.owner, ended, self.clock, self.say)
+        if ended_by_watch(self.spec, self.paths, self.owner, self.clock, self.say):  # one finish
             return
         why = decide_end(self)  # None: moved to finishing, under `runspec cancel`'s lock
         if why is not None:
@@ -385,8 +385,7 @@ class Lifecycle:
             self._move(RunStatus.FINISHED, f"{why}; finish action not applied")
 
     def _finish(self) -> None:
-        if (ended := ended_by_watcher(self.spec, self.paths)) is not None:  # one finish only
-            finish_as_ended(self.spec, self.owner, ended, self.clock, self.say)
+        if ended_by_watch(self.spec, self.paths, self.owner, self.clock, self.say):  # one finish
             return
         if cancelled_before_finish(self):
             return
@@ -398,3 +397,4 @@ class Lifecycle:
             notify=self.options.notify,
         )
         endgame.finish_run(self.spec, self.paths, self.owner)
+        send_end(self.spec, self.paths, self.owner.record.finish, self.say, self.clock.time())

@@ -83,3 +83,20 @@ def public(provenance: dict[str, Any]) -> dict[str, Any]:
     if isinstance(source, str) and source:
         out["file"] = Path(source).name  # the spec file's name, never its folder
     return out
+
+
+# The git facts a receipt names (runspec.push.receipt): enough to find the spec again.
+SOURCE_GIT_KEYS = ("remote", "branch", "commit", "path", "blob", "dirty", "author", "subject")
+
+
+def source(provenance: Any) -> dict[str, Any]:
+    """Where a spec came from, as the receipt says it: how it came, its git facts (a followed
+    branch or a submit from a checkout) and the file's name, from what `public` lets out."""
+    shown = public(provenance) if isinstance(provenance, dict) else {}
+    out: dict[str, Any] = {"via": shown.get("via", "inbox")}
+    git = shown.get("git")
+    if isinstance(git, dict):
+        out.update({k: git[k] for k in SOURCE_GIT_KEYS if k in git})
+    if "file" in shown:
+        out["file"] = shown["file"]
+    return out

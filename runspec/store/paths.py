@@ -128,6 +128,15 @@ class StateLayout:
     def daemon_log(self) -> Path:
         return self.state / "runspecd.log"
 
+    @property
+    def follow(self) -> Path:
+        """The followed repositories' mirrors, ledger and status (runspec.daemon.follow)."""
+        return self.state / "follow"
+
+    @property
+    def follow_status(self) -> Path:
+        return self.follow / "status.json"
+
     def job_dir(self, name: str) -> Path:
         return self.jobs / name
 
@@ -255,6 +264,11 @@ class RunPaths:
     def receipt_file(self) -> Path:
         """The receipt pushed after the final weights verified (runspec.push.receipt)."""
         return self.job_dir / "receipt.json"
+
+    @property
+    def end_file(self) -> Path:
+        """The machine's end as the box saw it confirmed, as pushed (push.endconfirm)."""
+        return self.receipt_file.with_name("end.json")
 
     @property
     def runspec_log(self) -> Path:

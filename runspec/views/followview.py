@@ -6,17 +6,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
-FOLLOW_STATUS = ("follow", "status.json")  # under the state folder (runspec.daemon.follow)
+from runspec.store.paths import StateLayout
+
+
+def read_status(state: Path) -> dict[str, Any]:
+    """What each followed repository came to at its last read ({} when none is followed)."""
+    try:
+        loaded = json.loads(StateLayout(state).follow_status.read_text())
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
 
 
 def following(state: Path) -> list[str]:
-    try:
-        loaded = json.loads(state.joinpath(*FOLLOW_STATUS).read_text())
-    except (OSError, ValueError):
-        return []
     lines = []
-    for item in loaded.values() if isinstance(loaded, dict) else ():
+    for item in read_status(state).values():
         if not isinstance(item, dict):
             continue
         where = f"{item.get('repo')}@{item.get('branch')}:{item.get('path')}"

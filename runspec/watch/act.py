@@ -28,6 +28,8 @@ from runspec.providers.base import GONE, Action, Provider, ProviderError
 from runspec.providers.detect import PROVIDERS
 from runspec.providers.persist import Refused, Window, keep_ending
 from runspec.push.base import one_line
+from runspec.watch.endedby import confirm_end
+from runspec.watch.endseen import see_end
 from runspec.watch.judge import Decision, Verdict, judge
 from runspec.watch.lease import (
     LEASE_PATH,
@@ -201,6 +203,8 @@ def _once(
     )
     if decision.verdict is Verdict.NOTIFY:
         return Seen(repo, decision.verdict.value, decision.reason, error=decision.reason)
+    if lease.final and not opts.dry_run:  # its own end, confirmed where the box could not
+        see_end(hub, head, lease, lambda: pinned(lease, env, opts, clock), clock)
     if not decision.acts or opts.dry_run:
         action = decision.action.value if decision.action else None
         verdict = "would-end" if decision.acts else decision.verdict.value
@@ -282,4 +286,6 @@ def _end(
         hub.write(replace(lease, ended_by=done), commit, f"runspec watch: {action.value} recorded")
     except LeaseError as exc:  # the end stands; the first write already names it
         log.warning("%s: the end's outcome was not recorded: %s", repo, exc)
+    if seen.confirmed:  # beside the receipt, as the box adds an end it saw confirmed
+        confirm_end(hub, lease, action.value, detail, clock.time())
     return seen

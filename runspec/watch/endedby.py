@@ -5,6 +5,9 @@ back (its Hub reachable again, its processes thawed) still pushes what it can, b
 reads the lease first: when a watcher ended it, the run records that and stops, and no
 provider call of its own follows the watcher's (two ends of one instance, a destroy after a
 stop that kept the disk on purpose).
+
+A watcher that saw the instance go adds its confirmation beside the run's receipt
+(`runspec/end.json`, runspec.push.endconfirm), as the box does for an end it sees confirmed.
 """
 
 from __future__ import annotations
@@ -17,13 +20,17 @@ from typing import Any
 
 from runspec.clock import Clock, utc_iso
 from runspec.hubread import MAX_BYTES
+from runspec.push.base import one_line
+from runspec.push.endconfirm import end_doc
+from runspec.push.quota import hub_commit
+from runspec.push.remote import END
 from runspec.spec.model import Spec
 from runspec.store.finishrecord import FinishRecord, FinishResult
 from runspec.store.owner import RunOwner
 from runspec.store.paths import RunPaths
 from runspec.store.state import RunStatus
 from runspec.voice import warning
-from runspec.watch.lease import HubLease
+from runspec.watch.lease import HubLease, Lease
 
 log = logging.getLogger("runspec.watch")
 
@@ -88,3 +95,37 @@ def finish_as_ended(
     )
     owner.finish_noted(FinishRecord.applied(result).to_json())
     owner.transition(RunStatus.FINISHED, f"finish: {summary}")
+
+
+def ended_by_watch(
+    spec: Spec, paths: RunPaths, owner: RunOwner, clock: Clock, say: Callable[[str], None]
+) -> bool:
+    """Whether a watcher ended this box; when it did, the run is recorded ended by it (and
+    the box applies no finish of its own)."""
+    ended = ended_by_watcher(spec, paths)
+    if ended is not None:
+        finish_as_ended(spec, owner, ended, clock, say)
+    return ended is not None
+
+
+def confirm_end(hub: HubLease, lease: Lease, action: str, detail: str, at: float) -> bool:
+    """The end a watcher saw confirmed, added beside the run's receipt in a commit of its own;
+    a failure is logged and returned (the end stands, and the lease's `ended_by` names it)."""
+    outcome = {"provider": lease.provider, "instance": lease.instance, "detail": detail}
+    doc = end_doc(lease.run, "watch", action, outcome, at)
+    body = json.dumps(doc, indent=2).encode() + b"\n"
+    try:
+        hub_commit(
+            hub.repo,
+            lambda: hub.api.upload_file(
+                path_or_fileobj=body,
+                path_in_repo=END,
+                repo_id=hub.repo,
+                repo_type="model",
+                commit_message=f"runspec watch: the {action} confirmed",
+            ),
+        )
+    except Exception as exc:  # any fault: said, and the end stands
+        log.warning("%s: the end's confirmation was not added: %s", hub.repo, one_line(exc))
+        return False
+    return True

@@ -25,7 +25,7 @@ from runspec.clock import parse_utc_iso
 from runspec.hubreach import endpoint_set
 from runspec.hubread import HostileFile, HubReadError, file_json
 from runspec.hubread import head as hub_head
-from runspec.push.base import one_line
+from runspec.push.base import http_status, one_line
 from runspec.push.quota import hub_commit
 from runspec.push.remote import LEASE
 from runspec.watch.leasefields import LEASE_SCHEMA, DamagedLease, LeaseError, read_fields
@@ -108,11 +108,6 @@ class Lease:
         return parse_utc_iso(self.deadline) if self.deadline else None
 
 
-def _status(exc: BaseException) -> int | None:
-    response = getattr(exc, "response", None)
-    return getattr(response, "status_code", None)
-
-
 class HubLease:
     """One repo's lease: read at the head, written on top of the head it was read at."""
 
@@ -172,7 +167,7 @@ class HubLease:
                 ),
             )
         except Exception as exc:  # the lock's refusal is its own error; the rest unwritable
-            if _status(exc) == 412:
+            if http_status(exc) == 412:
                 raise LeaseMoved(f"{self.repo} moved since its lease was read") from exc
             raise LeaseError(f"cannot write {self.repo}'s lease: {one_line(exc)}") from exc
         return str(info.oid)
