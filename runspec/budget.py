@@ -52,6 +52,15 @@ def deadline_of(record: RunRecord) -> float:
     return parse_utc_iso(record.deadline)
 
 
+def overrun_end(record: RunRecord, spec: Spec) -> float:
+    """The run's deadline plus its `budget.overrun` (UTC): the last moment its budget pays for.
+
+    The final push's window, the lease's deadline, the end's retries, the failsafe and the
+    provider's timer all count from here (the last two with a grace of their own after it).
+    """
+    return deadline_of(record) + spec.budget.overrun
+
+
 def eval_interval_of(spec: Spec) -> int:
     """LibreYOLO's `eval_interval` for this spec (`val: false` turns validation off: 0)."""
     return eval_interval_from_args(spec.train.args)
