@@ -111,6 +111,16 @@ def last_epoch_in_budget(
     return done
 
 
+def auto_reserve(
+    pending_bytes: int, upload_rate: float, finish_seconds: float, margin: float = MARGIN_S
+) -> float:
+    """The end's needs when the spec fixes no `budget.reserve`: the final push of
+    `pending_bytes` at `upload_rate` (stretched, plus its round trips), the finish, a margin."""
+    rate = max(upload_rate, MIN_UPLOAD_RATE)
+    push = PUSH_OVERHEAD_S + PUSH_SAFETY * max(0, pending_bytes) / rate
+    return max(MIN_RESERVE_S, push + finish_seconds + margin)
+
+
 @dataclass(frozen=True)
 class Decision:
     fits: bool
@@ -174,9 +184,7 @@ class Planner:
         else:
             # The pusher measures the link (runspec.push.pusher.Pusher.upload_rate).
             rate = upload_rate or self.default_rate
-            rate = max(rate, MIN_UPLOAD_RATE)
-            push = PUSH_OVERHEAD_S + PUSH_SAFETY * max(0, pending_bytes) / rate
-            reserve = max(MIN_RESERVE_S, push + self.finish_seconds + self.margin)
+            reserve = auto_reserve(pending_bytes, rate, self.finish_seconds, self.margin)
         self._last_reserve = reserve
         return reserve
 

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from runspec.budgetfit import epochs_in
 from runspec.checkresult import CheckStatus
 from runspec.dataset import staging
 from runspec.preflight.checks import doctor_check
-from runspec.preflight.profile import epochs_that_fit, profile_check, train_images
+from runspec.preflight.profile import profile_check, train_images
 from runspec.spec.loader import load_spec
 from runspec.store.paths import RunPaths
 
@@ -89,9 +90,9 @@ def test_the_profile_says_how_many_epochs_fit_and_warns_when_not_all(tmp_path: P
     spec = load_spec(spec_path)
     # 50 minutes left after the reserve and the trainer's start, 60 s epochs planned 1 %
     # longer, every tenth one validating (a tenth longer): 48 of them.
-    assert epochs_that_fit(spec, 60.0) == 48
-    assert epochs_that_fit(spec, 1.0) == 100  # never more than asked for
-    assert epochs_that_fit(spec, 4000.0) == 0
+    assert epochs_in(spec, 60.0, 3600.0) == 48
+    assert epochs_in(spec, 1.0, 3600.0) == 100  # never more than asked for
+    assert epochs_in(spec, 4000.0, 3600.0) == 0
 
 
 @pytest.mark.training
