@@ -24,6 +24,7 @@ from runspec.voice import Transient, live
 LINE_EVERY_S = 30.0  # the longest gap between two lines
 QUIET_S = 5.0  # no line for a transfer this young (and at most one line this often)
 BAR_EVERY_S = 0.2  # how often a live bar is redrawn
+ETA_AFTER_S = 3.0  # no ETA before the bytes have flowed this long (a line comes after QUIET_S)
 SNAPSHOT_EVERY_S = 1.0  # how often the state file is rewritten
 BAR_WIDTH = 20
 
@@ -58,6 +59,7 @@ class Meter:
         self._last_line = self.started
         self._last_bar = 0.0
         self._last_snapshot = 0.0
+        self._flowing_since: float | None = None  # the first byte counted
         self._lock = threading.Lock()
         self._write_snapshot()
 
@@ -68,6 +70,8 @@ class Meter:
     def set(self, done: int) -> None:
         with self._lock:
             self.done = max(self.done, min(done, self.total) if self.total else done)
+            if self.done > 0 and self._flowing_since is None:
+                self._flowing_since = self.clock.monotonic()
             self._report()
 
     def close(self) -> None:
@@ -90,7 +94,11 @@ class Meter:
             return f"{self.what}: {format_bytes(self.done)}, {rate}"
         percent = 100 * self.done / self.total
         eta = ""
-        if self.done > 0 and elapsed > 0 and self.done < self.total:
+        # No ETA before the bytes have flowed a while: a push's first requests and its
+        # first half second would put it hours away.
+        since = self._flowing_since
+        steady = since is not None and self.clock.monotonic() - since >= ETA_AFTER_S
+        if steady and elapsed > 0 and self.done < self.total:
             left = (self.total - self.done) / (self.done / elapsed)
             eta = f", ETA {human_duration(left)}"
         return (
