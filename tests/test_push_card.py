@@ -126,3 +126,7 @@ def test_a_first_card_made_after_the_final_one_never_takes_its_place(
     assert push_card(target, paths, said.append, 60.0)  # the lifecycle's last commit
     card = (tmp_path / "vol" / "cards" / "README.md").read_text()
     assert "| ended | completed: test |" in card and "| ended | training" not in card, card
+    # The first card is a live run's: it has not ended, and what it cost is so far.
+    first = paths.first_card.read_text()
+    assert "| ended |" not in first, first
+    assert "| state | training: under way, this card is replaced when it ends |" in first
