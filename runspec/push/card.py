@@ -59,12 +59,13 @@ def _provenance(paths: RunPaths) -> str:
         prov: dict[str, Any] = json.loads(paths.provenance_file.read_text())
     except (OSError, ValueError):
         return "not recorded"
+    prov = public(prov)  # what leaves the machine: never its folders, user or host
     git = prov.get("git")
     if isinstance(git, dict) and git.get("commit"):
         dirty = " (uncommitted changes)" if git.get("dirty") else ""
         remote = f" of {git['remote']}" if git.get("remote") else ""
         return f"{git.get('path')} at commit {str(git['commit'])[:12]}{remote}{dirty}"
-    named = public(prov).get("file")  # the file's name: never the machine's folders
+    named = prov.get("file")  # the file's name: never the machine's folders
     return f"{prov.get('via', 'received')}" + (f" ({named})" if named else "")
 
 

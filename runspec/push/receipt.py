@@ -90,11 +90,12 @@ def source(paths: RunPaths) -> dict[str, Any]:
         provenance = json.loads(paths.provenance_file.read_text())
     except (OSError, ValueError):
         provenance = {}
-    git = provenance.get("git") if isinstance(provenance, dict) else None
+    shown = public(provenance) if isinstance(provenance, dict) else {}
+    git = shown.get("git")  # a remote that is a folder of the submitting machine stays here
     out: dict[str, Any] = {"via": provenance.get("via", "inbox") if provenance else "inbox"}
     if isinstance(git, dict):
         out.update({k: git[k] for k in _GIT_KEYS if k in git})
-    if isinstance(provenance, dict) and "file" in (shown := public(provenance)):
+    if "file" in shown:
         out["file"] = shown["file"]
     return out
 
