@@ -31,6 +31,15 @@ def window_left(lc: Lifecycle) -> float:
     return overrun_end(lc.record, lc.spec) - lc.clock.time()
 
 
+def exiting_now(lc: Lifecycle) -> str:
+    """What a second signal leaves undone, and the command that does it."""
+    push = command(f"push {lc.paths.name}", lc.paths.state)
+    return (
+        "second signal: exiting now, with no final push and no finish action: "
+        f"{push} pushes and verifies what the run made"
+    )
+
+
 class FinalPushSignals:
     """The final push's `give_up`: asked every moment the push waits or retries."""
 

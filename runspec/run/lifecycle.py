@@ -35,7 +35,7 @@ from runspec.push.report import prepare
 from runspec.push.until import push_until_verified
 from runspec.requests import RunRequests
 from runspec.run.cancelend import cancelled_before_finish, decide_end
-from runspec.run.finalsignals import FinalPushSignals, window_left
+from runspec.run.finalsignals import FinalPushSignals, exiting_now, window_left
 from runspec.run.supervise import RunParts, Supervisor, SupervisorOptions
 from runspec.spec.model import Spec
 from runspec.store.owner import RunLock, RunOwner
@@ -153,7 +153,7 @@ class Lifecycle:
                 self.say("detached; the trainer keeps running")
                 break
             if self.requests.aborted.is_set():
-                self.say(warning("second signal: exiting now"))
+                self.say(warning(exiting_now(self)))
                 break
             if self.record.status in (RunStatus.QUEUED, RunStatus.PREFLIGHT, RunStatus.STAGING):
                 if self.requests.poll_cancel(self.paths, self.say):
