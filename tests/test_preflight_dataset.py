@@ -78,6 +78,14 @@ def test_the_profiler_gives_a_verdict_and_the_cost_per_epoch(
     assert "batch 4," in result.message  # the batch LibreYOLO profiled, read from its report
     # The answer comes first: three epochs of a few seconds fit in ten minutes.
     assert result.message.startswith("all 3 of your 3 epochs fit in the 10m00s wall clock")
+    # What the fit counts besides the steps, measured here: a checkpoint save of the model's
+    # size on the run's disk (yolo9-t's weights four times over), and the start before the
+    # first step (imports, the model's build, LibreYOLO's setup), shorter than the profile.
+    figures = result.figures
+    assert figures["checkpoint_seconds"] > 0 and figures["checkpoint_bytes"] > 4_000_000
+    assert 0 < figures["start_seconds"] < 300, figures
+    assert figures["seconds_left"] == 600.0  # no run under way: the whole wall clock
+    assert "s per checkpoint save" in result.message
 
 
 def test_the_profile_says_how_many_epochs_fit_and_warns_when_not_all(tmp_path: Path) -> None:

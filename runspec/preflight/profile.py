@@ -78,12 +78,13 @@ def _profile(
     spec: Spec, paths: RunPaths, data_yaml: Path, project: Path, warmup: int, steps: int
 ) -> dict[str, Any]:
     """LibreYOLO's profile summary, `checkpoint`: one checkpoint save's seconds and bytes, and
-    `start`: the seconds from this child's start (its imports, the model's build, LibreYOLO's
-    setup) to the last profiled step, what a trainer takes before it trains, and a little more."""
+    `start`: the seconds from this child's start to LibreYOLO's training start (its imports,
+    the model's build, LibreYOLO's setup: what a trainer takes before its first step)."""
     # torch and libreyolo, only when the profile is asked for
     with heavy_imports():
         from runspec.trainer.modelbuild import build_model, resolve_device  # noqa: PLC0415
 
+    started = _Started()
     job = TrainJob.from_spec(spec, paths, data_yaml)
     device = resolve_device(job.device)
     if "," in device:
@@ -104,6 +105,7 @@ def _profile(
         profile_warmup=warmup,
         profile_steps=steps,
         profile_open=False,
+        callbacks=[started],
         no_aug_epochs=0,
         project=str(project),
         name="prof",
@@ -114,9 +116,20 @@ def _profile(
     if not found.is_file():
         found = project / "prof" / "profile_summary.json"
     loaded: dict[str, Any] = json.loads(found.read_text())
-    loaded["start"] = time.time() - psutil.Process().create_time()
+    if started.at is not None:
+        loaded["start"] = started.at - psutil.Process().create_time()
     loaded["checkpoint"] = checkpoint_cost(model.model, _on_the_runs_disk(paths))
     return loaded
+
+
+class _Started:
+    """LibreYOLO callback: when training started, its setup done."""
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+
+    def on_train_start(self, event: Any) -> None:
+        self.at = time.time()
 
 
 def _on_the_runs_disk(paths: RunPaths) -> Path:
@@ -226,9 +239,10 @@ def profile_check(
                     SAVE_FIGURE: save_s,
                     BYTES_FIGURE: size,
                     LEFT_FIGURE: left,
-                    START_FIGURE: float(summary["start"]),
                 }
             )
+            if isinstance(summary.get("start"), float):
+                figures[START_FIGURE] = summary["start"]
             parts.append(f"about {human_duration(epoch_s)} per epoch of {images} images")
             parts.append(f"{save_s:.2f} s per checkpoint save")
             if spec.budget.hourly_cost:
