@@ -3,7 +3,8 @@
 On a terminal it is a live bar (runspec.voice.Transient, redrawn in place); anywhere else
 (the journal, a file) a line at each tenth done or every 30 s, whichever comes first, and
 nothing at all for a transfer over within its first few seconds: the line that says it is done
-says enough then. Its state can also be kept in a small JSON file, which `runspec status`
+says enough then. Its ETA (and a line, which always has one) waits until the bytes have flowed
+a few seconds. Its state can also be kept in a small JSON file, which `runspec status`
 reads while the transfer runs (runspec.store.paths: `transfer.json` in the job folder).
 """
 
@@ -94,17 +95,19 @@ class Meter:
             return f"{self.what}: {format_bytes(self.done)}, {rate}"
         percent = 100 * self.done / self.total
         eta = ""
-        # No ETA before the bytes have flowed a while: a push's first requests and its
-        # first half second would put it hours away.
-        since = self._flowing_since
-        steady = since is not None and self.clock.monotonic() - since >= ETA_AFTER_S
-        if steady and elapsed > 0 and self.done < self.total:
+        if self._steady() and elapsed > 0 and self.done < self.total:
             left = (self.total - self.done) / (self.done / elapsed)
             eta = f", ETA {human_duration(left)}"
         return (
             f"{self.what}: {format_bytes(self.done)} of {format_bytes(self.total)} "
             f"({percent:.0f}%), {rate}{eta}"
         )
+
+    def _steady(self) -> bool:
+        """Whether the bytes have flowed long enough for an ETA: a push's first requests and
+        its first half second would put it hours away."""
+        since = self._flowing_since
+        return since is not None and self.clock.monotonic() - since >= ETA_AFTER_S
 
     def _report(self) -> None:
         now = self.clock.monotonic()
@@ -117,6 +120,8 @@ class Meter:
             return
         if now - self.started < QUIET_S or now - self._last_line < QUIET_S:
             return
+        if self.total is not None and not self._steady():
+            return  # a line without its ETA would come again a tenth later with it
         tenth = 10 * self.done // self.total if self.total else 0
         if tenth >= self._next_tenth or now - self._last_line >= LINE_EVERY_S:
             self._next_tenth = tenth + 1
