@@ -97,7 +97,7 @@ def end_reserve(spec: Spec, checkpoint_bytes: int = 0) -> float:
     and the finish (runspec.budget.auto_reserve): the trainer stops at that reserve."""
     if spec.budget.reserve is not None:
         return spec.budget.reserve
-    pending = FINAL_CHECKPOINTS * checkpoint_bytes
+    pending = FINAL_CHECKPOINTS * checkpoint_bytes if spec.push is not None else 0
     return auto_reserve(pending, DEFAULT_UPLOAD_RATE, FINISH_SECONDS[spec.finish.action])
 
 

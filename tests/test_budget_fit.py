@@ -33,6 +33,7 @@ from runspec.budgetfit import (
     START_FIGURE,
     TRAINER_START_S,
     Fit,
+    end_reserve,
     epochs_in,
     from_figures,
     plan,
@@ -41,7 +42,7 @@ from runspec.budgetfit import (
 from runspec.clock import human_duration, utc_iso
 from runspec.preflight.profile import fit_text, seconds_left
 from runspec.preflight.report import CheckResult, CheckStatus, PreflightReport
-from runspec.spec.model import BudgetFit, BudgetSpec
+from runspec.spec.model import BudgetFit, BudgetSpec, PushSpec
 from runspec.store.paths import RunPaths
 from runspec.store.state import RecordStore, RunRecord, RunStatus
 from runspec.trainer import control
@@ -248,7 +249,8 @@ def test_a_fit_counting_the_checkpoint_saves_and_the_final_push_is_one_the_stop_
     # epoch), and the trainer's stop times an epoch from one end to the next, saves included.
     # No fixed reserve: the stop keeps the final push of last.pt and best.pt in hand.
     spec = tiny_spec("saves", epochs=1000, eval_interval=10)
-    spec = dataclasses.replace(spec, budget=BudgetSpec(wall_clock=120.0))
+    volume = PushSpec(dir=Path("/mnt/volume"))
+    spec = dataclasses.replace(spec, budget=BudgetSpec(wall_clock=120.0), push=volume)
     steps, save, size = 0.5, 0.2, 35_000_000
     reserve = auto_reserve(2 * size, DEFAULT_UPLOAD_RATE, FINISH_SECONDS[spec.finish.action])
     stop_at = 120.0 - TRAINER_START_S - reserve  # from the trainer's start
@@ -265,6 +267,9 @@ def test_a_fit_counting_the_checkpoint_saves_and_the_final_push_is_one_the_stop_
     assert last_epoch_in_budget(stop_at, 0.0, 0, steps_only.epochs, 10, predict) < (
         steps_only.epochs
     )
+    # A run that pushes nowhere keeps no time for a push.
+    nowhere = dataclasses.replace(spec, push=None)
+    assert end_reserve(nowhere, size) == end_reserve(nowhere) < end_reserve(spec, size)
     assert Fit.from_json(fit.to_json()) == fit
     assert Fit.from_json({"epochs": 5, "of": 9, "epoch_s": 1.0}) == Fit(5, 9, 1.0)  # older
 
