@@ -52,6 +52,15 @@ def deadline_of(record: RunRecord) -> float:
     return parse_utc_iso(record.deadline)
 
 
+def overrun_end(record: RunRecord, spec: Spec) -> float:
+    """The run's deadline plus its `budget.overrun` (UTC): the last moment its budget pays for.
+
+    The final push's window, the lease's deadline, the end's retries, the failsafe and the
+    provider's timer all count from here (the last two with a grace of their own after it).
+    """
+    return deadline_of(record) + spec.budget.overrun
+
+
 def eval_interval_of(spec: Spec) -> int:
     """LibreYOLO's `eval_interval` for this spec (`val: false` turns validation off: 0)."""
     return eval_interval_from_args(spec.train.args)
@@ -100,6 +109,16 @@ def last_epoch_in_budget(
             break
         at, done = at + guess, done + 1
     return done
+
+
+def auto_reserve(
+    pending_bytes: int, upload_rate: float, finish_seconds: float, margin: float = MARGIN_S
+) -> float:
+    """The end's needs when the spec fixes no `budget.reserve`: the final push of
+    `pending_bytes` at `upload_rate` (stretched, plus its round trips), the finish, a margin."""
+    rate = max(upload_rate, MIN_UPLOAD_RATE)
+    push = PUSH_OVERHEAD_S + PUSH_SAFETY * max(0, pending_bytes) / rate
+    return max(MIN_RESERVE_S, push + finish_seconds + margin)
 
 
 @dataclass(frozen=True)
@@ -165,9 +184,7 @@ class Planner:
         else:
             # The pusher measures the link (runspec.push.pusher.Pusher.upload_rate).
             rate = upload_rate or self.default_rate
-            rate = max(rate, MIN_UPLOAD_RATE)
-            push = PUSH_OVERHEAD_S + PUSH_SAFETY * max(0, pending_bytes) / rate
-            reserve = max(MIN_RESERVE_S, push + self.finish_seconds + self.margin)
+            reserve = auto_reserve(pending_bytes, rate, self.finish_seconds, self.margin)
         self._last_reserve = reserve
         return reserve
 

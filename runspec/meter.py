@@ -3,7 +3,8 @@
 On a terminal it is a live bar (runspec.voice.Transient, redrawn in place); anywhere else
 (the journal, a file) a line at each tenth done or every 30 s, whichever comes first, and
 nothing at all for a transfer over within its first few seconds: the line that says it is done
-says enough then. Its state can also be kept in a small JSON file, which `runspec status`
+says enough then. Its ETA (and a line, which always has one) waits until the bytes have flowed
+a few seconds. Its state can also be kept in a small JSON file, which `runspec status`
 reads while the transfer runs (runspec.store.paths: `transfer.json` in the job folder).
 """
 
@@ -24,6 +25,7 @@ from runspec.voice import Transient, live
 LINE_EVERY_S = 30.0  # the longest gap between two lines
 QUIET_S = 5.0  # no line for a transfer this young (and at most one line this often)
 BAR_EVERY_S = 0.2  # how often a live bar is redrawn
+ETA_AFTER_S = 3.0  # no ETA before the bytes have flowed this long (a line comes after QUIET_S)
 SNAPSHOT_EVERY_S = 1.0  # how often the state file is rewritten
 BAR_WIDTH = 20
 
@@ -58,6 +60,7 @@ class Meter:
         self._last_line = self.started
         self._last_bar = 0.0
         self._last_snapshot = 0.0
+        self._flowing_since: float | None = None  # the first byte counted
         self._lock = threading.Lock()
         self._write_snapshot()
 
@@ -68,6 +71,8 @@ class Meter:
     def set(self, done: int) -> None:
         with self._lock:
             self.done = max(self.done, min(done, self.total) if self.total else done)
+            if self.done > 0 and self._flowing_since is None:
+                self._flowing_since = self.clock.monotonic()
             self._report()
 
     def close(self) -> None:
@@ -90,13 +95,19 @@ class Meter:
             return f"{self.what}: {format_bytes(self.done)}, {rate}"
         percent = 100 * self.done / self.total
         eta = ""
-        if self.done > 0 and elapsed > 0 and self.done < self.total:
+        if self._steady() and elapsed > 0 and self.done < self.total:
             left = (self.total - self.done) / (self.done / elapsed)
             eta = f", ETA {human_duration(left)}"
         return (
             f"{self.what}: {format_bytes(self.done)} of {format_bytes(self.total)} "
             f"({percent:.0f}%), {rate}{eta}"
         )
+
+    def _steady(self) -> bool:
+        """Whether the bytes have flowed long enough for an ETA: a push's first requests and
+        its first half second would put it hours away."""
+        since = self._flowing_since
+        return since is not None and self.clock.monotonic() - since >= ETA_AFTER_S
 
     def _report(self) -> None:
         now = self.clock.monotonic()
@@ -109,6 +120,8 @@ class Meter:
             return
         if now - self.started < QUIET_S or now - self._last_line < QUIET_S:
             return
+        if self.total is not None and not self._steady():
+            return  # a line without its ETA would come again a tenth later with it
         tenth = 10 * self.done // self.total if self.total else 0
         if tenth >= self._next_tenth or now - self._last_line >= LINE_EVERY_S:
             self._next_tenth = tenth + 1

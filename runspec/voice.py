@@ -228,6 +228,10 @@ def setup_logging(stream: Stream, verbose: bool, tag: str = "runspec") -> None:
     root.setLevel(logging.DEBUG if verbose else logging.WARNING)
     # APScheduler logs every job run at INFO: noise in a journal that people read.
     logging.getLogger("apscheduler").setLevel(logging.DEBUG if verbose else logging.WARNING)
+    # huggingface_hub warns once per push of a small file to a Xet repo, and of an unchanged
+    # one: runspec's own line says what each push did. Its errors stay; its warnings and
+    # notes with -v (never its DEBUG, which can quote a request).
+    logging.getLogger("huggingface_hub").setLevel(logging.INFO if verbose else logging.ERROR)
     # httpx's "HTTP Request: POST ..." line per request is INFO: only with -v (and never
     # their DEBUG, which can quote headers: runspec.secrets.redact).
     for name in redact.HTTP_LOGGERS:

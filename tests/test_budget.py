@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+import runspec
 from runspec.budget import (
     DEFAULT_UPLOAD_RATE,
     Planner,
     deadline_of,
     eval_interval_of,
+    overrun_end,
     validates,
 )
 from runspec.clock import ManualClock, utc_iso
@@ -188,3 +192,30 @@ budget: {wall_clock: 10m}
     assert eval_interval_of(load_spec_text(base % "", "a.yaml")) == 10
     assert eval_interval_of(load_spec_text(base % ", args: {eval_interval: 2}", "b.yaml")) == 2
     assert eval_interval_of(load_spec_text(base % ", args: {val: false}", "c.yaml")) == 0
+
+
+def test_deadline_plus_overrun_is_one_function_every_reader_calls() -> None:
+    spec = load_spec_text(
+        "runspec: 1\nname: r\ndataset: {synthetic: {}}\ntrain: {model: yolo9-t, epochs: 5}\n"
+        "budget: {wall_clock: 1h, overrun: 20m}\n",
+        "r.yaml",
+    )
+    record = RunRecord(name="r", spec_sha256="x")
+    with pytest.raises(ValueError, match="no deadline"):
+        overrun_end(record, spec)
+    clock = ManualClock()
+    record.deadline = utc_iso(clock.time() + 3600)
+    assert overrun_end(record, spec) == pytest.approx(clock.time() + 3600 + 1200, abs=1)
+    # Nowhere else adds the overrun to a deadline (the lease, the failsafe, the end's window,
+    # the provider timer and the final push's window once each added it up their own way).
+    root = Path(runspec.__file__).parent
+    sums = []
+    for module in sorted(root.rglob("*.py")):
+        tree = ast.parse(module.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)):
+                continue
+            text = ast.unparse(node)
+            if ".overrun" in text and "deadline" in text:
+                sums.append(f"{module.relative_to(root)}:{node.lineno}: {text}")
+    assert [where.split(":")[0] for where in sums] == ["budget.py"], sums

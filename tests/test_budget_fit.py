@@ -10,18 +10,41 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import time
 from pathlib import Path
 from types import MappingProxyType
 
 import pytest
 import yaml
 
-from runspec.budget import VALIDATION_FACTOR, last_epoch_in_budget
-from runspec.budgetfit import TRAINER_START_S, Fit, epochs_in, plan, planned_epochs
+from runspec.budget import (
+    DEFAULT_UPLOAD_RATE,
+    FINISH_SECONDS,
+    VALIDATION_FACTOR,
+    auto_reserve,
+    last_epoch_in_budget,
+)
+from runspec.budgetfit import (
+    BYTES_FIGURE,
+    LEFT_FIGURE,
+    PROFILE_FIGURE,
+    SAVE_FIGURE,
+    START_FIGURE,
+    TRAINER_START_S,
+    Fit,
+    end_reserve,
+    epochs_in,
+    from_figures,
+    plan,
+    planned_epochs,
+)
+from runspec.clock import human_duration, utc_iso
+from runspec.preflight.profile import fit_text, seconds_left
 from runspec.preflight.report import CheckResult, CheckStatus, PreflightReport
-from runspec.spec.model import BudgetFit, BudgetSpec
+from runspec.spec.model import BudgetFit, BudgetSpec, PushSpec
 from runspec.store.paths import RunPaths
-from runspec.store.state import RunRecord
+from runspec.store.state import RecordStore, RunRecord, RunStatus
 from runspec.trainer import control
 from runspec.trainer.control import TrainerOutcome, TrainJob
 from runspec.trainer.launcher import TrainerHandle, start
@@ -176,6 +199,11 @@ def test_a_run_whose_budget_cannot_hold_its_epochs_is_given_the_fitted_schedule(
     # Said before training: the count and that the schedule is fitted to it.
     said = f"your 400 epochs do not fit: training {fit.epochs}, the schedule fitted to them"
     assert f"budget: {said}" in out
+    # One number: the profile's line, the run's and the summary's (the profile's once said
+    # the count for the whole wall clock, the run's for what was left of it).
+    counts = re.findall(r"training (\d+), the schedule fitted", out)
+    assert len(counts) >= 3 and set(counts) == {str(fit.epochs)}, out
+    assert "left of the 1m30s wall clock" in out
     assert f"yolo9-t, {fit.epochs} epochs (fitted to the budget)" in out
     # LibreYOLO was given the fitted count: its epoch events plan that many. (Whether this
     # CPU run then ends the schedule depends on how far the profile's steps-only estimate
@@ -213,3 +241,62 @@ def test_the_fitted_last_epoch_is_one_the_budgets_stop_lets_run() -> None:
     # Epochs as long as the profile said, judged by the stop's own rule, reach the fit's last.
     reached = last_epoch_in_budget(usable, 0.0, 0, fit.epochs, 10, predict)
     assert reached == fit.epochs
+
+
+def test_a_fit_counting_the_checkpoint_saves_and_the_final_push_is_one_the_stop_lets_end() -> None:
+    # Sub-second epochs beside checkpoint saves of a fifth of a second: LibreYOLO saves last.pt
+    # after every epoch, best.pt after a validation, epoch_N.pt each save_period (here every
+    # epoch), and the trainer's stop times an epoch from one end to the next, saves included.
+    # No fixed reserve: the stop keeps the final push of last.pt and best.pt in hand.
+    spec = tiny_spec("saves", epochs=1000, eval_interval=10)
+    volume = PushSpec(dir=Path("/mnt/volume"))
+    spec = dataclasses.replace(spec, budget=BudgetSpec(wall_clock=120.0), push=volume)
+    steps, save, size = 0.5, 0.2, 35_000_000
+    reserve = auto_reserve(2 * size, DEFAULT_UPLOAD_RATE, FINISH_SECONDS[spec.finish.action])
+    stop_at = 120.0 - TRAINER_START_S - reserve  # from the trainer's start
+
+    def predict(validating: bool) -> float:  # as the stop measures them, epoch_N.pt included
+        return steps * (1.1 if validating else 1.0) + save * (3 if validating else 2)
+
+    fit = plan(spec, steps, 120.0, save, size)
+    assert fit is not None and fit.fitted and fit.save_s == save
+    assert last_epoch_in_budget(stop_at, 0.0, 0, fit.epochs, 10, predict) == fit.epochs
+    # The fit of the steps alone (today's before this) plans epochs the stop then cuts.
+    steps_only = plan(spec, steps, 120.0)
+    assert steps_only is not None and steps_only.epochs > fit.epochs
+    assert last_epoch_in_budget(stop_at, 0.0, 0, steps_only.epochs, 10, predict) < (
+        steps_only.epochs
+    )
+    # A run that pushes nowhere keeps no time for a push.
+    nowhere = dataclasses.replace(spec, push=None)
+    assert end_reserve(nowhere, size) == end_reserve(nowhere) < end_reserve(spec, size)
+    assert Fit.from_json(fit.to_json()) == fit
+    assert Fit.from_json({"epochs": 5, "of": 9, "epoch_s": 1.0}) == Fit(5, 9, 1.0)  # older
+
+
+def test_the_profile_and_the_run_say_one_count_for_the_budget_that_is_left(
+    tmp_path: Path,
+) -> None:
+    # The profile said "training 38" for the whole wall clock and the run, one line later,
+    # "training 32" for what the preflight and staging had left of it.
+    spec = tiny_spec("left", epochs=100, eval_interval=10)
+    spec = dataclasses.replace(spec, budget=BudgetSpec(wall_clock=3600.0, reserve=600.0))
+    paths = RunPaths.for_spec(spec, tmp_path / "state")
+    assert seconds_left(spec, paths) == 3600.0  # `runspec preflight` before any run
+    record = RunRecord(name="left", spec_sha256="0" * 64, status=RunStatus.STAGING)
+    record.deadline = utc_iso(time.time() + 1800.0)
+    RecordStore(paths.state).save(record)
+    left = seconds_left(spec, paths)
+    assert 1790.0 < left <= 1800.0
+    figures = {PROFILE_FIGURE: 60.0, SAVE_FIGURE: 0.5, BYTES_FIGURE: 1e6, LEFT_FIGURE: left}
+    figures[START_FIGURE] = 12.0  # the profile child's own start, measured
+    said, all_fit = fit_text(spec, figures)
+    # The run plans a moment later, from the profile's figures: the count it said.
+    fit = from_figures(spec, figures.get, left - 3.0)
+    assert fit is not None and not all_fit
+    assert said == f"{fit.line()} ({human_duration(left)} left of the 1h00m wall clock)"
+    assert fit == plan(spec, 60.0, left, 0.5, 1_000_000, 12.0) and fit.epochs < 48
+    # A run that ended long ago (its name reused by `runspec preflight`): the whole wall clock.
+    record.status = RunStatus.FINISHED
+    RecordStore(paths.state).save(record)
+    assert seconds_left(spec, paths) == 3600.0

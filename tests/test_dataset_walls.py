@@ -86,7 +86,7 @@ def test_code_planted_in_the_trainers_working_folder_never_runs(
 ) -> None:
     state = tmp_path / "state"
     marker = tmp_path / "planted-ran"
-    planted = state / "cache" / "weights" / "runspec"  # the trainer's working directory
+    planted = state / "cache" / "models" / "runspec"  # the trainer's working directory
     planted.mkdir(parents=True)
     (planted / "__init__.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
     (planted / "trainer.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")

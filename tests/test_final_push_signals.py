@@ -80,3 +80,34 @@ def test_two_signals_during_a_retrying_final_push(
     rm = _runspec("rm", "sigpush", "--state", str(state))
     assert "cancel it first" not in rm.stderr and "stop it first" not in rm.stderr, rm.stderr
     assert "runspec push sigpush" in rm.stderr, rm.stderr
+
+
+@pytest.mark.training
+def test_a_second_signal_during_the_first_ones_push_exits_at_once(
+    hub_server: HubServer, hub_env: dict[str, str], write_spec: SpecWriter, tmp_path: Path
+) -> None:
+    # The first Ctrl-C in training pushes the newest checkpoint at once, with a minute of
+    # retries; a second one waited out that minute before it was heard.
+    spec = write_spec(
+        "sigtrain", epochs=50, push={"hub": {"repo": "me/sigtrain"}, "every": "1h"},
+        finish={"action": "none"},
+    )  # fmt: skip
+    state = tmp_path / "state"
+    hub_server.fail("commit", "500", times=100000)  # an outage that outlasts the test
+    proc = start_run(spec, state, hub_env)
+    try:
+        wait_record(state, "sigtrain", lambda r: r.get("epoch", 0) >= 1, timeout=300)
+        proc.send_signal(signal.SIGINT)
+        _wait_log(state, "sigtrain", "retrying in", after="pushing the newest", timeout=60)
+        proc.send_signal(signal.SIGINT)
+        # The immediate push retries for a minute, the final push for half an hour.
+        code, out = finish_run(proc, timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert "second signal: ending the trainer now" in out, out[-4000:]
+    # What is left undone, and how to do it.
+    undone = "second signal: exiting now, with no final push and no finish action: "
+    assert f"{undone}runspec push sigtrain --state {state} pushes" in out, out[-4000:]
+    assert code != 0, out[-4000:]

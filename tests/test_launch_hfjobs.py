@@ -372,3 +372,30 @@ def test_the_engine_example_launches_on_hfs_own_hardware(
     [request] = hub_server.jobs.requests
     assert request["flavor"] == "a100-large"
     assert request["environment"]["RUNSPEC_SPEC_YAML"] == example
+
+
+def test_a_dry_run_submits_nothing_and_lists_the_flavors_hf_jobs_has(
+    tmp_path: Path, hub_server: HubServer, hub_env: dict[str, str], hub_token: str
+) -> None:
+    result = _launch(tmp_path, hub_env, "--namespace", "my-org", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert hub_server.jobs.requests == [] and not hub_server.jobs.jobs
+    out = result.stdout
+    assert out.startswith("dry run: nothing submitted\n")
+    assert "flavor a100x8, timeout 155 min, attempts 2" in out
+    assert "exec runspec run runspec-spec.yaml --engine hf-jobs" in out
+    # HF's listing, each flavor with its GPUs and its price an hour (HF bills by the minute).
+    assert "cpu-basic (no GPU, $0.01/h), a10g-small (1 x A10G, $1.00/h)" in out
+    assert "a100x8 (8 x A100, $20.00/h)" in out
+    assert hub_token not in out + result.stderr
+    shown = subprocess.run(
+        [sys.executable, "-m", "runspec", "launch", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "--dry-run" in shown and "resources.gpus'" not in shown
+    assert "default: the cheapest whose GPUs are the spec's resources.gpus" in " ".join(
+        shown.split()
+    )

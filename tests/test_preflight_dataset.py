@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from runspec.budgetfit import epochs_in
 from runspec.checkresult import CheckStatus
 from runspec.dataset import staging
 from runspec.preflight.checks import doctor_check
-from runspec.preflight.profile import epochs_that_fit, profile_check, train_images
+from runspec.preflight.profile import profile_check, train_images
 from runspec.spec.loader import load_spec
 from runspec.store.paths import RunPaths
 
@@ -77,6 +78,14 @@ def test_the_profiler_gives_a_verdict_and_the_cost_per_epoch(
     assert "batch 4," in result.message  # the batch LibreYOLO profiled, read from its report
     # The answer comes first: three epochs of a few seconds fit in ten minutes.
     assert result.message.startswith("all 3 of your 3 epochs fit in the 10m00s wall clock")
+    # What the fit counts besides the steps, measured here: a checkpoint save of the model's
+    # size on the run's disk (yolo9-t's weights four times over), and the start before the
+    # first step (imports, the model's build, LibreYOLO's setup), shorter than the profile.
+    figures = result.figures
+    assert figures["checkpoint_seconds"] > 0 and figures["checkpoint_bytes"] > 4_000_000
+    assert 0 < figures["start_seconds"] < 300, figures
+    assert figures["seconds_left"] == 600.0  # no run under way: the whole wall clock
+    assert "s per checkpoint save" in result.message
 
 
 def test_the_profile_says_how_many_epochs_fit_and_warns_when_not_all(tmp_path: Path) -> None:
@@ -89,9 +98,9 @@ def test_the_profile_says_how_many_epochs_fit_and_warns_when_not_all(tmp_path: P
     spec = load_spec(spec_path)
     # 50 minutes left after the reserve and the trainer's start, 60 s epochs planned 1 %
     # longer, every tenth one validating (a tenth longer): 48 of them.
-    assert epochs_that_fit(spec, 60.0) == 48
-    assert epochs_that_fit(spec, 1.0) == 100  # never more than asked for
-    assert epochs_that_fit(spec, 4000.0) == 0
+    assert epochs_in(spec, 60.0, 3600.0) == 48
+    assert epochs_in(spec, 1.0, 3600.0) == 100  # never more than asked for
+    assert epochs_in(spec, 4000.0, 3600.0) == 0
 
 
 @pytest.mark.training

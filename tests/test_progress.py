@@ -59,6 +59,22 @@ def test_a_slow_transfer_says_a_line_every_30_s() -> None:
     assert len(said) == 3 and all("ETA" in line for line in said), said
 
 
+def test_no_eta_until_the_bytes_have_flowed_a_while() -> None:
+    # A push's first half second: a few kilobytes of requests, the bytes of its files not yet
+    # under way. A rate from that said "ETA 1h23m" for a push over in a minute.
+    clock = ManualClock()
+    meter = Meter("pushing epoch 3", 500 * MB, [].append, clock=clock, bar=False)
+    clock.advance(0.5)
+    meter.set(50_000)
+    assert "ETA" not in meter.text() and "(0%)" in meter.text()
+    clock.advance(2.0)  # its files' bytes go out now, at about 10 MB/s
+    meter.set(20 * MB)
+    assert "ETA" not in meter.text()
+    clock.advance(2.0)  # bytes flowing for 4 s: the rate is the transfer's own
+    meter.set(40 * MB)
+    assert meter.text().endswith(", ETA 52s"), meter.text()
+
+
 def _read_all(fd: int) -> str:
     """Everything written to the pty so far: a pty may hand it over in more than one read."""
     got = b""

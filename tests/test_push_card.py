@@ -10,14 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from runspec.push.card import model_card
 from runspec.push.cardpush import push_card
 from runspec.push.dirtarget import DirTarget
 from runspec.push.hubrecord import push_first_card
+from runspec.push.receipt import source
 from runspec.push.report import prepare
 from runspec.run.accept import accept
-from runspec.spec.loader import load_accepted, load_spec
-from runspec.store.paths import StateLayout
-from runspec.store.state import RecordStore, RunStatus, Termination
+from runspec.spec.loader import load_accepted, load_spec, load_spec_text
+from runspec.spec.provenance import public
+from runspec.store.paths import RunPaths, StateLayout
+from runspec.store.state import RecordStore, RunRecord, RunStatus, Termination
 from tests.fixtures_run import SpecWriter, finish_run, record_of, start_run
 from tests.hubserver import HubServer
 from tests.test_machine_safety import pushed, trained
@@ -126,3 +129,40 @@ def test_a_first_card_made_after_the_final_one_never_takes_its_place(
     assert push_card(target, paths, said.append, 60.0)  # the lifecycle's last commit
     card = (tmp_path / "vol" / "cards" / "README.md").read_text()
     assert "| ended | completed: test |" in card and "| ended | training" not in card, card
+    # The first card is a live run's: it has not ended, and what it cost is so far.
+    first = paths.first_card.read_text()
+    assert "| ended |" not in first, first
+    assert "| state | training: under way, this card is replaced when it ends |" in first
+
+
+def test_the_card_and_the_pushed_provenance_name_no_folder_of_the_submitting_machine(
+    tmp_path: Path,
+) -> None:
+    # A spec in a clone of a repository on the submitter's own disk: its remote is a folder
+    # there. The card said "specs/a.yaml at commit ... of /home/ada/repos/exp.git".
+    local = {"commit": "a" * 40, "path": "specs/a.yaml", "dirty": False}
+    submitted = {
+        "via": "runspec submit",
+        "source_path": "/home/ada/exp/specs/a.yaml",
+        "submitted_by": "ada",
+        "host": "ada-laptop",
+        "git": {**local, "remote": "/home/ada/repos/exp.git", "branch": "main"},
+    }
+    shown = json.dumps(public(submitted))
+    assert "/home/ada" not in shown and "ada-laptop" not in shown and '"file": "a.yaml"' in shown
+    for remote in ("file:///home/ada/repos/exp.git", "../exp.git", "~/repos/exp.git"):
+        assert "remote" not in public({"git": {**local, "remote": remote}})["git"], remote
+    hosted = {**local, "remote": "https://github.com/acme/exp.git"}
+    assert public({"git": hosted})["git"]["remote"] == "https://github.com/acme/exp.git"
+    spec = load_spec_text(
+        "runspec: 1\nname: a\ndataset: {synthetic: {}}\ntrain: {model: yolo9-t, epochs: 3}\n"
+        "budget: {wall_clock: 1h}\n",
+        "a.yaml",
+    )
+    paths = RunPaths.for_spec(spec, tmp_path / "state")
+    paths.provenance_file.parent.mkdir(parents=True)
+    paths.provenance_file.write_text(json.dumps(submitted))
+    card = model_card(spec, paths, RunRecord(name="a", spec_sha256="0" * 64), None, False, [])
+    assert "specs/a.yaml at commit aaaaaaaaaaaa" in card and "/home/ada" not in card, card
+    # The receipt's source: the git facts and the file's name, no folder of that machine.
+    assert source(paths) == {"via": "runspec submit", "file": "a.yaml", **local, "branch": "main"}

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
 from runspec.push.base import StagedFile
 from runspec.push.dirtarget import DirTarget
 from runspec.push.manifest import ManifestEntry, digest_file
+from runspec.units import format_bytes
+from runspec.views.report import summary_lines
 from tests.fixtures_push import FakeRun, MakeRun, wait_until
 
 
@@ -62,6 +65,12 @@ def test_unchanged_files_are_not_written_again(make_run: MakeRun) -> None:
     assert sha256(out / "weights/last.pt") == sha256(run.run_dir / "weights/last.pt")
     # Bytes counted: the new last.pt and the small run files, not best.pt or epoch_2.pt.
     assert (run.run_dir / "weights/last.pt").stat().st_size <= pushed.bytes < 2 * 12_000_000
+    # The line says the bytes the push holds (the weights'), then what went this time.
+    manifest = json.loads((out / "runspec/manifest.json").read_text())
+    held = format_bytes(sum(entry["size"] for entry in manifest["files"]))
+    line = [line for line in run.lines if line.startswith("pushed epoch 3 ")][-1]
+    said = rf"{len(pushed.files)} files, {held} \(\d+ sent, {format_bytes(pushed.bytes)}\) in "
+    assert re.search(said, line), line
 
 
 def test_truncated_last_pt_never_reaches_the_volume(make_run: MakeRun) -> None:
@@ -111,3 +120,21 @@ def test_verify_rehashes_what_was_written(tmp_path: Path) -> None:
     assert len(problems) == 1 and "weights/last.pt" in problems[0]
     shutil.rmtree(tmp_path / "vol")
     assert target.verify(None, [entry], []) != []
+
+
+def test_the_summary_counts_the_bytes_the_push_holds_not_its_last_commits(
+    make_run: MakeRun,
+) -> None:
+    run = make_run("dir")
+    run.epoch(2)
+    pusher = run.pusher()
+    assert pusher.push_now(final=False, timeout=60) is not None
+    run.epoch(3, best=False)
+    pushed = pusher.push_now(final=True, timeout=60)
+    assert pushed is not None and pushed.final
+    manifest = json.loads((target_dir(run) / "runspec/manifest.json").read_text())
+    held = sum(entry["size"] for entry in manifest["files"])
+    assert pushed.bytes < held  # best.pt and epoch_2.pt went out the first time only
+    lines = summary_lines(run.spec, run.paths, run.reload())
+    [line] = [line for line in lines if "verified final push" in line]
+    assert f", {format_bytes(held)} to dir " in line, line

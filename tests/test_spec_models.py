@@ -74,10 +74,12 @@ def test_the_weights_are_found_or_the_preflight_says_why_not(
     missing = checks.weights_check(spec, paths)  # type: ignore[arg-type]
     assert missing.status is CheckStatus.FAIL and "answers HTTP 404" in missing.message
     assert "train.args.pretrained: false" in missing.fix
+    assert "weights/weights" not in missing.message + missing.fix  # a path a person reads
     cached = paths.weights_cache / "weights" / "LibreYOLO9t.pt"
     cached.parent.mkdir(parents=True)
     cached.write_bytes(b"weights")
-    assert checks.weights_check(spec, paths).status is CheckStatus.PASS  # type: ignore[arg-type]
+    found = checks.weights_check(spec, paths)  # type: ignore[arg-type]
+    assert found.status is CheckStatus.PASS and "weights/weights" not in found.message
     lost = checks.weights_check(_spec("/nonexistent/best.pt", True), paths)  # type: ignore[arg-type]
     assert lost.status is CheckStatus.FAIL and "not on this machine" in lost.message
 

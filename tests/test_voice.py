@@ -4,11 +4,14 @@ the logging format only with -v. (tests/system/ checks the same under a real sys
 
 from __future__ import annotations
 
+import io
+import logging
 import os
 import re
 from functools import partial
 from pathlib import Path
 
+from runspec.voice import Stream, setup_logging
 from tests.fixtures_daemon import DaemonProc, drop, spec_text, wait_until
 
 
@@ -71,3 +74,30 @@ def test_the_logging_format_only_with_verbose(make_daemon, tmp_path: Path) -> No
     # -v adds the log; the human lines are the same, each said once.
     for out in outputs.values():
         assert out.count("gpu-run: preflight: checking this machine") == 1, out
+
+
+def test_huggingface_hubs_own_warnings_stay_out_of_the_stream_unless_verbose() -> None:
+    # huggingface_hub logs a warning on each push of runspec's small files to a Xet repo
+    # ("Uploading files as a binary IO buffer is not supported by Xet Storage...") and on an
+    # unchanged card ("No files have been modified..."): once per push, in the lines people
+    # read. runspec says what a push did; the client's own words come with -v.
+    root = logging.getLogger()
+    kept = (list(root.handlers), root.level, logging.getLogger("huggingface_hub").level)
+    hub = logging.getLogger("huggingface_hub._commit_api")
+    try:
+        for verbose in (False, True):
+            out = io.StringIO()
+            setup_logging(Stream(out, io.StringIO(), journal=False), verbose=verbose)
+            hub.warning("Uploading files as a binary IO buffer is not supported by Xet Storage.")
+            hub.error("the client's own error")
+            logging.getLogger("runspec.push").warning("a warning of runspec's own")
+            said = out.getvalue()
+            assert ("binary IO buffer" in said) is verbose, said
+            assert "the client's own error" in said and "a warning of runspec's own" in said
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in kept[0]:
+            root.addHandler(handler)
+        root.setLevel(kept[1])
+        logging.getLogger("huggingface_hub").setLevel(kept[2])

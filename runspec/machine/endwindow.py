@@ -9,7 +9,7 @@ idle finish, a run whose record cannot be read) keeps trying for `FinishHost.end
 
 from __future__ import annotations
 
-from runspec.budget import deadline_of
+from runspec.budget import overrun_end
 from runspec.errors import RunspecError
 from runspec.machine.host import FinishHost
 from runspec.spec.loader import load_accepted
@@ -26,7 +26,7 @@ def budget_end(layout: StateLayout, run: str) -> float | None:
         spec = load_accepted(layout.run_paths(run).spec_file)
     except (RunspecError, OSError, ValueError):
         return None
-    return deadline_of(record) + spec.budget.overrun
+    return overrun_end(record, spec)
 
 
 def end_until(layout: StateLayout, run: str, host: FinishHost, now: float) -> float:

@@ -32,7 +32,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
+from runspec.budget import overrun_end
+from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.errors import RunspecError
 from runspec.machine import watcher
 from runspec.machine.armedspec import armed_with, changed_since_armed
@@ -83,9 +84,7 @@ def grace_s() -> float:
 
 
 def fire_time(record: RunRecord, spec: Spec) -> float:
-    if record.deadline is None:
-        raise ValueError(f"run {record.name} has no deadline yet")
-    return parse_utc_iso(record.deadline) + spec.budget.overrun + grace_s()
+    return overrun_end(record, spec) + grace_s()
 
 
 def calendar(ts: float) -> str:

@@ -8,22 +8,39 @@ from __future__ import annotations
 
 import json
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import psutil
 import yaml
 
-from runspec.budgetfit import PROFILE_FIGURE, end_reserve, epochs_in, plan
+from runspec.budget import deadline_of
+from runspec.budgetfit import (
+    BYTES_FIGURE,
+    LEFT_FIGURE,
+    PROFILE_FIGURE,
+    SAVE_FIGURE,
+    START_FIGURE,
+    end_reserve,
+    epochs_for_figures,
+    from_figures,
+)
 from runspec.checkresult import CheckResult, failed, passed, warned
-from runspec.clock import human_duration
+from runspec.clock import SYSTEM, human_duration
+from runspec.errors import RunspecError
 from runspec.spec.model import BudgetFit, Spec
 from runspec.store.paths import RunPaths
+from runspec.store.state import RecordStore, RunStatus
 from runspec.trainer.control import TrainJob
 from runspec.trainer.heavyimports import heavy_imports
 
 PROFILE_WARMUP = 2
 PROFILE_STEPS = 5
+# A LibreYOLO checkpoint holds the model about four times over (trainer.py `_save_checkpoint`:
+# the EMA's weights, the raw ones, the EMA's state, and the optimizer's, about one more).
+CHECKPOINT_COPIES = 4
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"}
 ADVICE = {
     "dataloader": "the GPU waits for data: a faster GPU buys nothing; raise train.args.workers "
@@ -60,10 +77,14 @@ def train_images(data_yaml: Path) -> int | None:
 def _profile(
     spec: Spec, paths: RunPaths, data_yaml: Path, project: Path, warmup: int, steps: int
 ) -> dict[str, Any]:
+    """LibreYOLO's profile summary, `checkpoint`: one checkpoint save's seconds and bytes, and
+    `start`: the seconds from this child's start to LibreYOLO's training start (its imports,
+    the model's build, LibreYOLO's setup: what a trainer takes before its first step)."""
     # torch and libreyolo, only when the profile is asked for
     with heavy_imports():
         from runspec.trainer.modelbuild import build_model, resolve_device  # noqa: PLC0415
 
+    started = _Started()
     job = TrainJob.from_spec(spec, paths, data_yaml)
     device = resolve_device(job.device)
     if "," in device:
@@ -84,6 +105,7 @@ def _profile(
         profile_warmup=warmup,
         profile_steps=steps,
         profile_open=False,
+        callbacks=[started],
         no_aug_epochs=0,
         project=str(project),
         name="prof",
@@ -94,34 +116,82 @@ def _profile(
     if not found.is_file():
         found = project / "prof" / "profile_summary.json"
     loaded: dict[str, Any] = json.loads(found.read_text())
+    if started.at is not None:
+        loaded["start"] = started.at - psutil.Process().create_time()
+    loaded["checkpoint"] = checkpoint_cost(model.model, _on_the_runs_disk(paths))
     return loaded
 
 
-def epochs_that_fit(spec: Spec, epoch_s: float) -> int:
-    """How many epochs of `epoch_s` fit in the wall clock, less what the end needs: the
-    question the profile answers (runspec.budgetfit, the same count the run fits to)."""
+class _Started:
+    """LibreYOLO callback: when training started, its setup done."""
 
-    return epochs_in(spec, epoch_s, spec.budget.wall_clock)
+    def __init__(self) -> None:
+        self.at: float | None = None
+
+    def on_train_start(self, event: Any) -> None:
+        self.at = time.time()
 
 
-def _fit_text(spec: Spec, epoch_s: float) -> tuple[str, bool]:
+def _on_the_runs_disk(paths: RunPaths) -> Path:
+    """The nearest folder that exists on the way to the run folder: a save there costs what
+    the trainer's will (a /tmp in memory would not). The preflight creates no folder for it."""
+    where = paths.run_dir
+    while not where.is_dir() and where != where.parent:
+        where = where.parent
+    return where
+
+
+def checkpoint_cost(module: Any, near: Path) -> tuple[float, int]:
+    """Seconds and bytes of one save of a checkpoint the size of LibreYOLO's (CHECKPOINT_COPIES
+    of `module`'s weights, each its own storage as in the real one), written beside `near`."""
+    import torch  # noqa: PLC0415 (loaded already: the profile trained with it)
+
+    weights = {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
+    copies = {
+        f"copy{i}": {k: v.clone() for k, v in weights.items()} for i in range(CHECKPOINT_COPIES)
+    }
+    with tempfile.TemporaryDirectory(prefix=".runspec-profile-", dir=near) as tmp:
+        probe = Path(tmp) / "checkpoint.pt"
+        start = time.perf_counter()
+        torch.save(copies, probe)
+        took = time.perf_counter() - start
+        return took, probe.stat().st_size
+
+
+def seconds_left(spec: Spec, paths: RunPaths) -> float:
+    """The budget the fit is planned for: what is left of a run under way (its preflight and
+    staging count), else the whole wall clock (`runspec preflight` before a run)."""
+    try:
+        record = RecordStore(paths.state).load(paths.name)
+    except (RunspecError, OSError, ValueError):
+        record = None
+    if record is None or record.deadline is None or record.status is RunStatus.FINISHED:
+        return spec.budget.wall_clock
+    return deadline_of(record) - SYSTEM.time()
+
+
+def fit_text(spec: Spec, figures: dict[str, float]) -> tuple[str, bool]:
     """`your 100 epochs do not fit: training 38, the schedule fitted to them` (or, with fit:
-    none, `about 38 of your 100 epochs fit in the 6h00m wall clock`), and whether all do."""
-    fit, total = epochs_that_fit(spec, epoch_s), spec.train.epochs
-    wall = human_duration(spec.budget.wall_clock)
+    none, `about 38 of your 100 epochs fit in the 6h00m wall clock`), and whether all do: the
+    count the run fits to (runspec.budgetfit), for the budget left (LEFT_FIGURE)."""
+    left = figures[LEFT_FIGURE]
+    fit, total = epochs_for_figures(spec, figures.get, left), spec.train.epochs
+    wall = f"{human_duration(spec.budget.wall_clock)} wall clock"
+    if left < spec.budget.wall_clock:
+        wall = f"{human_duration(max(left, 0))} left of the {wall}"
     if fit < 1:
+        reserve = human_duration(end_reserve(spec, int(figures.get(BYTES_FIGURE, 0))))
         return (
-            f"not even one of your {total} epochs fits in the {wall} wall clock with the "
-            f"end's reserve of {human_duration(end_reserve(spec))}: the run would end with "
-            "no weights",
+            f"not even one of your {total} epochs fits in the {wall} with the end's reserve "
+            f"of {reserve}: the run would end with no weights",
             False,
         )
     if fit >= total:
-        return f"all {total} of your {total} epochs fit in the {wall} wall clock", True
-    fitted = plan(spec, epoch_s, spec.budget.wall_clock)
+        return f"all {total} of your {total} epochs fit in the {wall}", True
+    fitted = from_figures(spec, figures.get, left)
     if fitted is not None:
-        return f"{fitted.line()} ({wall} wall clock)", False
-    return f"about {fit} of your {total} epochs fit in the {wall} wall clock", False
+        return f"{fitted.line()} ({wall})", False
+    return f"about {fit} of your {total} epochs fit in the {wall}", False
 
 
 def profile_check(
@@ -161,11 +231,23 @@ def profile_check(
         images = train_images(data_yaml)
         if images:
             epoch_s = images / rate
-            figures[PROFILE_FIGURE] = epoch_s
+            save_s, size = summary["checkpoint"]
+            left = seconds_left(spec, paths)
+            figures.update(
+                {
+                    PROFILE_FIGURE: epoch_s,
+                    SAVE_FIGURE: save_s,
+                    BYTES_FIGURE: size,
+                    LEFT_FIGURE: left,
+                }
+            )
+            if isinstance(summary.get("start"), float):
+                figures[START_FIGURE] = summary["start"]
             parts.append(f"about {human_duration(epoch_s)} per epoch of {images} images")
+            parts.append(f"{save_s:.2f} s per checkpoint save")
             if spec.budget.hourly_cost:
                 parts.append(f"${epoch_s / 3600 * spec.budget.hourly_cost:.4f} per epoch")
-            fits, all_fit = _fit_text(spec, epoch_s)
+            fits, all_fit = fit_text(spec, figures)
             # The answer first: the figures above are how it was reached.
             parts.insert(0, fits)
     advice = ADVICE.get(bound, "")

@@ -59,12 +59,13 @@ def _provenance(paths: RunPaths) -> str:
         prov: dict[str, Any] = json.loads(paths.provenance_file.read_text())
     except (OSError, ValueError):
         return "not recorded"
+    prov = public(prov)  # what leaves the machine: never its folders, user or host
     git = prov.get("git")
     if isinstance(git, dict) and git.get("commit"):
         dirty = " (uncommitted changes)" if git.get("dirty") else ""
         remote = f" of {git['remote']}" if git.get("remote") else ""
         return f"{git.get('path')} at commit {str(git['commit'])[:12]}{remote}{dirty}"
-    named = public(prov).get("file")  # the file's name: never the machine's folders
+    named = prov.get("file")  # the file's name: never the machine's folders
     return f"{prov.get('via', 'received')}" + (f" ({named})" if named else "")
 
 
@@ -132,6 +133,14 @@ def _schedule(record: RunRecord) -> list[tuple[str, str]]:
     return [("schedule", f"{fit.line()} (budget.fit)")]
 
 
+def _ended(record: RunRecord) -> tuple[str, str]:
+    """How it ended; a live run's card (the first one, after its first push) says it has not."""
+    if record.termination is None:
+        return ("state", f"{record.status.value}: under way, this card is replaced when it ends")
+    term = record.termination.value
+    return ("ended", f"{term}: {record.why}" if record.why else term)
+
+
 def model_card(
     spec: Spec,
     paths: RunPaths,
@@ -149,16 +158,16 @@ def model_card(
     if spec.dataset.hub is not None:
         front += ["datasets:", f"- {_yaml(spec.dataset.hub.repo)}"]
     front.append("---")
-    term = record.termination.value if record.termination else record.status.value
     budget = f"{human_duration(spec.budget.wall_clock)} wall clock"
     if cost_usd is not None and spec.budget.hourly_cost is not None:
-        budget += f"; this run cost {usd_text(cost_usd, spec.budget.hourly_cost)}"
+        so_far = "" if record.termination else " so far"
+        budget += f"; this run cost {usd_text(cost_usd, spec.budget.hourly_cost)}{so_far}"
     table = [
         ("model", spec.train.model),
         ("dataset", _dataset(spec)),
         ("epochs", f"{record.epoch} of {record.total_epochs}"),
         *_schedule(record),
-        ("ended", f"{term}: {record.why}" if record.why else term),
+        _ended(record),
         ("image size", _image_size(spec, paths)),
         ("budget", budget),
         ("spec", f"{SPEC} ({spec.sha256[:12]}), from {_provenance(paths)}"),

@@ -16,10 +16,13 @@ def pushed_line(
     what = f"epoch {manifest.epoch}" if manifest.epoch is not None else "run files"
     final = " (final)" if manifest.final else ""
     # The count the summary gives (every file the target now holds for this push, the
-    # manifest included), and how many of them went out this time when fewer did.
-    count = len(pushed.files)
-    went = f" ({len(uploads)} sent)" if len(uploads) != count else ""
+    # manifest included) and the bytes of the files it lists (the weights' with the run's
+    # files), then what went out this time when less did: an unchanged best.pt stays put.
+    count, held = len(pushed.files), sum(entry.size for entry in manifest.entries)
+    went = ""
+    if len(uploads) != count:
+        went = f" ({len(uploads)} sent, {format_bytes(pushed.bytes)})"
     return (
-        f"pushed {what}{final} to {where}: {count} files{went}, "
-        f"{format_bytes(pushed.bytes)} in {human_duration(pushed.seconds)}, verified{at}"
+        f"pushed {what}{final} to {where}: {count} files, {format_bytes(held)}{went} in "
+        f"{human_duration(pushed.seconds)}, verified{at}"
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from runspec.budget import deadline_of
+from runspec.budget import overrun_end
 from runspec.clock import utc_iso
 from runspec.errors import Outcome
 from runspec.store.hint import command
@@ -28,7 +28,16 @@ if TYPE_CHECKING:
 
 def window_left(lc: Lifecycle) -> float:
     """Seconds left of the final push's window: the deadline plus the overrun."""
-    return deadline_of(lc.record) + lc.spec.budget.overrun - lc.clock.time()
+    return overrun_end(lc.record, lc.spec) - lc.clock.time()
+
+
+def exiting_now(lc: Lifecycle) -> str:
+    """What a second signal leaves undone, and the command that does it."""
+    push = command(f"push {lc.paths.name}", lc.paths.state)
+    return (
+        "second signal: exiting now, with no final push and no finish action: "
+        f"{push} pushes and verifies what the run made"
+    )
 
 
 class FinalPushSignals:

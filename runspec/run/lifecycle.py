@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 from runspec import budgetfit
 from runspec.alerts import Alerts
 from runspec.budget import deadline_of
-from runspec.budgetfit import PROFILE_FIGURE
 from runspec.clock import SYSTEM, Clock, human_duration, utc_iso
 from runspec.cost import run_cost
 from runspec.dataset.staging import stage_dataset
@@ -37,7 +36,7 @@ from runspec.push.report import prepare
 from runspec.push.until import push_until_verified
 from runspec.requests import RunRequests
 from runspec.run.cancelend import cancelled_before_finish, decide_end
-from runspec.run.finalsignals import FinalPushSignals, window_left
+from runspec.run.finalsignals import FinalPushSignals, exiting_now, window_left
 from runspec.run.supervise import RunParts, Supervisor, SupervisorOptions
 from runspec.spec.model import Spec
 from runspec.store.owner import RunLock, RunOwner
@@ -155,7 +154,7 @@ class Lifecycle:
                 self.say("detached; the trainer keeps running")
                 break
             if self.requests.aborted.is_set():
-                self.say(warning("second signal: exiting now"))
+                self.say(warning(exiting_now(self)))
                 break
             if self.record.status in (RunStatus.QUEUED, RunStatus.PREFLIGHT, RunStatus.STAGING):
                 if self.requests.poll_cancel(self.paths, self.say):
@@ -285,12 +284,13 @@ class Lifecycle:
             report = self._preflight_phase("dataset")
             if report is None:
                 return
-            self._fit_schedule(report.figure(PROFILE_FIGURE))
+            self._fit_schedule(report.figure)
         self._move(RunStatus.TRAINING, f"dataset staged at {data_yaml}")
 
-    def _fit_schedule(self, epoch_s: float | None) -> None:
-        """LibreYOLO's schedule planned for the epochs the budget left now holds."""
-        fit = budgetfit.plan(self.spec, epoch_s, deadline_of(self.record) - self.clock.time())
+    def _fit_schedule(self, figure: Callable[[str], float | None]) -> None:
+        """LibreYOLO's schedule fitted to the budget left: the count the profile check said."""
+        left = deadline_of(self.record) - self.clock.time()
+        fit = budgetfit.from_figures(self.spec, figure, left)
         if fit is not None and self.record.fit is None:  # a resume keeps the schedule it had
             self.owner.fitted(fit.to_json(), fit.epochs)
             self.say(f"budget: {fit.line()}")

@@ -265,7 +265,11 @@ class Supervisor:
         if pusher is None:
             return None
         self.lc.say("pushing the newest complete checkpoint now")
-        pushed = push_until_verified(pusher, final=False, timeout=60.0, clock=self.clock)
+        # A second signal ends it: exiting at once is what that signal asks.
+        aborted = self.requests.aborted.is_set
+        pushed = push_until_verified(
+            pusher, final=False, timeout=60.0, clock=self.clock, give_up=aborted
+        )
         if pushed is None:
             self.lc.say(warning("the immediate push was not verified"))
         return pushed

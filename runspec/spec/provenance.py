@@ -77,8 +77,19 @@ def describe_submission(spec_file: Path, submitted_at: str) -> dict[str, Any]:
 PUBLIC_KEYS = ("via", "submitted_at", "claimed_at", "sha256", "git")
 
 
+def _hosted(remote: object) -> bool:
+    """A remote on another machine (`https://...`, `ssh://...`, `git@host:path`), not a folder
+    of the submitting one (`/home/ada/repo.git`, `file://...`, `../repo`, `~/repo`)."""
+    if not isinstance(remote, str) or remote.startswith(("/", ".", "~", "file:")):
+        return False
+    return "://" in remote or re.match(r"^[^/:]+:", remote) is not None
+
+
 def public(provenance: dict[str, Any]) -> dict[str, Any]:
     out = {k: provenance[k] for k in PUBLIC_KEYS if k in provenance}
+    git = out.get("git")
+    if isinstance(git, dict) and "remote" in git and not _hosted(git["remote"]):
+        out["git"] = {k: v for k, v in git.items() if k != "remote"}
     source = provenance.get("source_path") or provenance.get("inbox_file")
     if isinstance(source, str) and source:
         out["file"] = Path(source).name  # the spec file's name, never its folder

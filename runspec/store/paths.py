@@ -5,7 +5,7 @@
 <state>/runs/<name>/         LibreYOLO's run folder (unless output.project or the config's
                              `runs:` says otherwise)
 <state>/data/                staged datasets (unless dataset.extract_to or `data:`)
-<state>/cache/weights/       the weights cache: pretrained downloads persist
+<state>/cache/models/        the weights cache: pretrained downloads persist in its weights/
 <state>/runspecd.lock        held by the one daemon of this state folder
 <state>/machine.json         the machine's end: a pending finish and how far it got
 <state>/machine.lock         held while the machine's end is decided or applied
@@ -342,4 +342,5 @@ class RunPaths:
 
     @property
     def weights_cache(self) -> Path:
-        return self.state / CACHE / "weights"
+        # The trainer's folder: LibreYOLO downloads into weights/ there (cache/models/weights/).
+        return self.state / CACHE / "models"

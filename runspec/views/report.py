@@ -3,6 +3,7 @@ lines about it."""
 
 from __future__ import annotations
 
+import json
 import re
 
 from runspec.budgetfit import of_record
@@ -63,6 +64,16 @@ def best_line(paths: RunPaths) -> str | None:
     return f"best: {name} {best:.4g}{where}"
 
 
+def held_bytes(paths: RunPaths, fallback: int) -> int:
+    """The bytes of the files the verified push holds (its manifest's: the weights' and the
+    run's files), not those of its last commit alone; `fallback` when it cannot be read."""
+    try:
+        files = json.loads(paths.pushed_manifest.read_text()).get("files")
+        return sum(int(entry["size"]) for entry in files)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return fallback
+
+
 def summary_lines(
     spec: Spec, paths: RunPaths, record: RunRecord, clock: Clock = SYSTEM
 ) -> list[str]:
@@ -84,7 +95,7 @@ def summary_lines(
         final = "final push" if push.final else "last push (NOT the final one)"
         lines.append(
             f"  verified {final}: epoch {push.epoch}, {len(push.files)} files"
-            f"{summary_weights(push.files)}, {format_bytes(push.bytes)} to "
+            f"{summary_weights(push.files)}, {format_bytes(held_bytes(paths, push.bytes))} to "
             f"{push_target(spec, paths)}"
         )
     hourly = spec.budget.hourly_cost

@@ -21,7 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from runspec.backoff import pause_after
-from runspec.clock import SYSTEM, Clock, parse_utc_iso, utc_iso
+from runspec.budget import overrun_end
+from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.providers.aws import AWS
 from runspec.providers.awstimer import MARGIN_S, arm_stop_timer, disarm_timer
 from runspec.providers.base import Provider, ProviderError
@@ -149,7 +150,7 @@ class LeaseRenewer:
         push = record.last_push
         deadline = None
         if record.deadline:
-            deadline = utc_iso(parse_utc_iso(record.deadline) + self.spec.budget.overrun)
+            deadline = utc_iso(overrun_end(record, self.spec))
         return Lease(
             run=self.spec.name,
             vouched_until=utc_iso(now + VOUCH_LEASES * self.interval),
@@ -176,7 +177,7 @@ class LeaseRenewer:
         if self._timer_tried or not isinstance(aws, AWS) or not record.deadline or not instance:
             return
         self._timer_tried = True
-        at = parse_utc_iso(record.deadline) + self.spec.budget.overrun + MARGIN_S
+        at = overrun_end(record, self.spec) + MARGIN_S
         try:
             self.timer = arm_stop_timer(aws, self.spec.name, instance, at)
         except ProviderError as exc:  # the watcher stays the guard; said, never fatal
