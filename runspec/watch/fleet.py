@@ -115,6 +115,7 @@ def watch_pass(
         say(line(item))
         if item.error or item.verdict == "end":
             kind = "failure" if item.error else "warning"
-            alerts.send_and_wait(Message(f"watch: {item.verdict}", f"runspec watch: {item.repo}",
-                                         line(item), kind))  # fmt: skip
+            alerts.send_and_wait(
+                Message(f"watch: {item.verdict}", f"runspec watch: {item.repo}", line(item), kind)
+            )
     return seen, not any(s.error for s in seen)
