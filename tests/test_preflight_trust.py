@@ -146,6 +146,24 @@ def test_a_repo_holding_another_run_is_refused_unless_reuse_is_said(
     assert hub_server.files("org/shared") == ["runspec/manifest.json", "weights/best.pt"]
 
 
+def test_a_repo_holding_an_earlier_run_of_the_same_name_is_refused_before_training(
+    tmp_path: Path, hub_server: HubServer
+) -> None:
+    # `runspec rm again` freed the name here; the repo still holds that run's weights.
+    earlier = {"name": "again", "spec_sha256": "0" * 64, "started_at": "2026-01-02T03:04:05Z"}
+    hub_server.put_file("org/again", "runspec/record.json", json.dumps(earlier).encode(), "model")
+    hub_server.put_file("org/again", "weights/best.pt", b"the earlier run's weights", "model")
+    body = "dataset: {synthetic: {}}\npush: {hub: {repo: org/again%s}}\n"
+    code, checks = _preflight(tmp_path, body % "", name="again")
+    assert code == 1
+    push = checks["push"]
+    assert push["status"] == "fail", push
+    assert "model repo org/again holds an earlier run also named 'again'" in push["message"]
+    assert "runspec submit --resume" in push["fix"] and "push.hub.reuse: true" in push["fix"]
+    code, checks = _preflight(tmp_path, body % ", reuse: true", name="again")
+    assert checks["push"]["status"] == "pass", checks["push"]
+
+
 def test_the_record_names_the_run_when_no_manifest_does(
     tmp_path: Path, hub_server: HubServer
 ) -> None:

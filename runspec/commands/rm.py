@@ -33,9 +33,6 @@ from runspec.store.retire import aside_name, clear, rejected_entry
 if TYPE_CHECKING:
     from runspec.store.paths import RunPaths, StateLayout
 
-if TYPE_CHECKING:
-    from runspec.store.paths import StateLayout
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_name(parser)
@@ -96,6 +93,7 @@ def run(args: argparse.Namespace) -> Outcome:
             f"run {args.name!r} is still {record.status.value}; stop it first with "
             f"`{command(f'cancel {args.name}', state)}`, then rm it once it has finished"
         )
+    hub = _hub_left(paths)  # read before its spec goes with the job folder
     lock = RunLock(paths)
     lock.acquire()  # nobody may be driving it while its folder goes
     buried = aside = None
@@ -125,7 +123,14 @@ def run(args: argparse.Namespace) -> Outcome:
     due = _end_still_due(layout, args.name)
     if args.format == "json":
         print_json(
-            {"removed": removed, "kept": kept, "name": args.name, "tombstone": tomb, "due": due}
+            {
+                "removed": removed,
+                "kept": kept,
+                "name": args.name,
+                "tombstone": tomb,
+                "due": due,
+                "hub": hub,
+            }
         )
     else:
         print(printable(f"removed run {args.name}: {', '.join(removed)}"))
@@ -133,6 +138,8 @@ def run(args: argparse.Namespace) -> Outcome:
             print(printable(due))
         for folder in kept:
             print(printable(f"kept its run folder as {folder}; the name {args.name} is free"))
+        if hub is not None:
+            print(printable(hub))
         if tomb is not None:
             print(
                 printable(
@@ -141,6 +148,26 @@ def run(args: argparse.Namespace) -> Outcome:
                 )
             )
     return Outcome.OK
+
+
+def _hub_left(paths: RunPaths) -> str | None:
+    """What happens to the run's Hub repo: it stays, and a new run of the freed name does not
+    write over it unless told to (runspec.push.owner_check.earlier_run)."""
+    from runspec.errors import RunspecError
+    from runspec.spec.loader import load_accepted
+
+    try:
+        spec = load_accepted(paths.spec_file)
+    except (RunspecError, OSError):
+        return None
+    if spec.push is None or spec.push.hub is None:
+        return None
+    repo, name = spec.push.hub.repo, paths.name
+    return (
+        f"its pushes stay in hub {repo}; a new run named {name} does not push there (its "
+        "preflight and first push refuse) unless its spec sets push.hub.reuse: true, "
+        "or pushes to another push.hub.repo"
+    )
 
 
 def _end_still_due(layout: StateLayout, name: str) -> str | None:
