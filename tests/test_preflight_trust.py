@@ -162,6 +162,7 @@ def test_a_repo_holding_an_earlier_run_of_the_same_name_is_refused_before_traini
     assert "runspec submit --resume" in push["fix"] and "push.hub.reuse: true" in push["fix"]
     code, checks = _preflight(tmp_path, body % ", reuse: true", name="again")
     assert checks["push"]["status"] == "pass", checks["push"]
+    assert not (tmp_path / "state").exists()  # `runspec preflight` creates no folder
 
 
 def test_the_record_names_the_run_when_no_manifest_does(
