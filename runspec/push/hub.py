@@ -95,8 +95,7 @@ class HubTarget(PushTarget):
             return failed(
                 "push",
                 f"no Hub token to push to {repo}",
-                "give the daemon HF_TOKEN (a write token) in /etc/runspec/env, or "
-                "`hf auth login`",
+                "give the daemon HF_TOKEN (a write token) in /etc/runspec/env, or `hf auth login`",
             )
         api = HfApi(endpoint=endpoint_set(), token=token)
         try:
