@@ -66,6 +66,7 @@ def test_a_hub_dataset_file_that_is_not_in_the_repo_fails_naming_it(
     assert checks["dataset"]["status"] == "fail", checks
     assert "has no file 'ds.tar'" in checks["dataset"]["message"]
     assert "dataset.hub.file" in checks["dataset"]["fix"]
+    assert checks["dataset"]["fix"].endswith("; it holds other.tar"), checks["dataset"]["fix"]
 
 
 def test_a_dataset_path_that_is_not_here_fails(tmp_path: Path) -> None:
