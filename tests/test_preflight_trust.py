@@ -77,6 +77,8 @@ def test_a_dataset_path_that_is_not_here_fails(tmp_path: Path) -> None:
         f"dataset.path {tmp_path / 'nope' / 'data.yaml'} does not exist"
         in (checks["dataset"]["message"])
     )
+    # One line for one mistake: no doctor warning that a path dataset is "not staged yet".
+    assert [c for c in checks.values() if c["status"] != "pass"] == [checks["dataset"]]
 
 
 def test_a_data_yaml_with_an_absolute_path_from_another_machine_names_it(
