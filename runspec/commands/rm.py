@@ -21,21 +21,34 @@ from typing import TYPE_CHECKING
 
 from runspec.commands import (
     add_format,
-    add_name,
     add_state,
+    daemon_inbox,
     print_json,
     readable_state,
 )
 from runspec.errors import Outcome
-from runspec.store.paths import RECORD
+from runspec.store.paths import RECORD, rejected_dir
 from runspec.store.retire import aside_name, clear, rejected_entry
+from runspec.views.inboxview import ERROR_SUFFIX
 
 if TYPE_CHECKING:
     from runspec.store.paths import RunPaths, StateLayout
 
 
+def _name_or_path(text: str) -> str:
+    """argparse's `type=`: a run's NAME, or the path of a rejected inbox entry as `runspec
+    status` shows it."""
+    from runspec.spec.runname import run_name
+
+    return text if "/" in text else run_name(text)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_name(parser)
+    parser.add_argument(
+        "name",
+        type=_name_or_path,
+        help="the run's name, or a rejected inbox entry (its file name or path, as status shows)",
+    )
     parser.add_argument(
         "--run-folder",
         action="store_true",
@@ -48,6 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(a tombstone then keeps the machine from being destroyed while they are here)",
     )
     add_state(parser)
+    parser.add_argument(
+        "--inbox", type=Path, default=None, help="the daemon's inbox (default: its config's)"
+    )
     add_format(parser)
 
 
@@ -71,6 +87,8 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.store.state import DamagedRecord, RecordStore, RunStatus
 
     state = readable_state(args, "rm")
+    if "/" in args.name:
+        return _rm_rejected(args, state)
     layout = StateLayout(state)
     store = RecordStore(state)
     job_dir = own_job_folder(layout, args.name)
@@ -188,8 +206,17 @@ def _rm_rejected(args: argparse.Namespace, state: Path) -> Outcome:
     from runspec.errors import UsageError
     from runspec.printable import printable
 
-    inbox = state / "inbox"
-    found = rejected_entry(inbox, args.name)
+    inbox = daemon_inbox(args.inbox, state)
+    name = args.name
+    if "/" in name:  # a path, as status shows it: only one right inside rejected/ is taken
+        path, folder = Path(name).absolute(), rejected_dir(inbox)
+        if not _same_folder(path.parent, folder):
+            raise UsageError(
+                f"{name!r} is not a run's name, nor in the inbox's rejected folder {folder}: rm "
+                "takes a run's name, or a rejected spec's path as `runspec status` shows it"
+            )
+        name = path.name.removesuffix(ERROR_SUFFIX)
+    found = rejected_entry(inbox, name)
     if not found:
         raise UsageError(
             f"no such run: {args.name!r} in {state}, nor a rejected inbox entry of that name"
@@ -197,10 +224,17 @@ def _rm_rejected(args: argparse.Namespace, state: Path) -> Outcome:
     clear(found)
     removed = [str(p) for p in found]
     if args.format == "json":
-        print_json({"removed": removed, "kept": [], "name": args.name})
+        print_json({"removed": removed, "kept": [], "name": name})
     else:
-        print(printable(f"removed the rejected inbox entry {args.name}: {', '.join(removed)}"))
+        print(printable(f"removed the rejected inbox entry {name}: {', '.join(removed)}"))
     return Outcome.OK
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
 
 
 def _unsafe_left(paths: RunPaths, *, force: bool) -> tuple[str, list[str]] | None:
