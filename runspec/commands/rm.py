@@ -1,7 +1,9 @@
 """`runspec rm NAME`: retire a finished (or damaged) run, so its name can be used again.
 
 Its record and job folder go (the spec, provenance, logs, staged copies); the run folder and
-every pushed copy stay unless asked: the weights are the point of the run.
+every pushed copy stay unless asked: the weights are the point of the run. Its Hub repo stays
+as it is, and rm says so: a new run under the freed name does not push over it unless its spec
+says so (runspec.push.owner_check.earlier_run).
 
 A run whose newest weights are not verified off this machine is not retired while its run
 folder stays: its record is what keeps the machine from being destroyed under them. `--force`
