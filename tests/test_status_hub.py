@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures_run import RUNSPEC, SpecWriter, finish_run, start_run
+from tests.fixtures_run import RUNSPEC, SpecWriter, finish_run, record_of, start_run
 from tests.hubserver import HubServer
 
 
@@ -29,8 +29,9 @@ def _status(env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str
 def test_status_hub_lists_two_finished_runs_and_a_second_call_downloads_nothing(
     hub_server: HubServer, hub_env: dict[str, str], write_spec: SpecWriter, tmp_path: Path
 ) -> None:
+    specs = {}
     for name in ("fleet-a", "fleet-b"):
-        spec = write_spec(
+        spec = specs[name] = write_spec(
             name,
             epochs=1,
             push={"hub": {"repo": f"me/{name}"}, "every": "1h"},
@@ -85,6 +86,28 @@ def test_status_hub_lists_two_finished_runs_and_a_second_call_downloads_nothing(
     assert "budget left" not in again.stdout, again.stdout
     assert "stopped by watch: lease expired at 2026-01-01T00:05:00Z" in again.stdout
     assert "me/fleet-a  completed  epoch 1/1  pushed epoch 1" in again.stdout, again.stdout
+
+    # Issue 38: `runspec rm` frees the name and says what happens to the repo; the same spec
+    # run again under it is refused before it trains (its preflight), and its final push of
+    # the failed run's files is refused too: the earlier run's weights stay at the head.
+    state = tmp_path / "state-fleet-a"
+    freed = subprocess.run(
+        [*RUNSPEC, "rm", "fleet-a", "--state", str(state)],
+        env={**os.environ, **hub_env},
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert freed.returncode == 0, freed.stderr
+    assert "its pushes stay in hub me/fleet-a; a new run named fleet-a does not" in freed.stdout
+    weights = hub_server.read_file("me/fleet-a", "weights/best.pt")
+    code, out = finish_run(start_run(specs["fleet-a"], state, hub_env), timeout=400)
+    assert code != 0, out[-4000:]
+    assert "holds an earlier run also named 'fleet-a'" in out, out[-4000:]
+    again_record = record_of(state, "fleet-a")
+    assert again_record["termination"] == "failed-preflight" and again_record["epoch"] == 0
+    assert hub_server.read_file("me/fleet-a", "weights/best.pt") == weights
 
 
 DEEP = b'{"name": "deep", "status": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"

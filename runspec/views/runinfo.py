@@ -115,7 +115,7 @@ def resumed_at(record: RunRecord) -> str | None:
 def _before(when: str, than: str) -> bool:
     try:
         return parse_utc_iso(when) < parse_utc_iso(than)
-    except ValueError:
+    except (ValueError, OverflowError):
         return True  # a time that cannot be read is no proof of a renewal since
 
 
