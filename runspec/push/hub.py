@@ -144,8 +144,9 @@ class HubTarget(PushTarget):
 
         return HfApi(endpoint=endpoint_set())
 
-    def _ensure_repo(self, api: HfApi) -> None:
-        """Create the repo (private unless the spec says otherwise) when it is missing.
+    def _ensure_repo(self, api: HfApi) -> bool:
+        """Create the repo (private unless the spec says otherwise) when it is missing; True
+        when it was (a new repo holds no other run).
 
         Asked on every push: it is one cheap GET that the client does not retry, so an
         unreachable Hub fails the push at once instead of after the client's upload backoff.
@@ -156,15 +157,17 @@ class HubTarget(PushTarget):
             api.repo_info(self.repo, repo_type="model")
         except RepositoryNotFoundError:
             api.create_repo(self.repo, repo_type="model", private=self.private, exist_ok=True)
+            return True
+        return False
 
     def push(self, uploads: Sequence[StagedFile], message: str) -> str | None:
         from huggingface_hub import CommitOperationAdd
 
-        if not (self.reuse or self.landed):
-            self._refuse_earlier(uploads)
         api = self._api()
         try:
-            self._ensure_repo(api)
+            fresh = self._ensure_repo(api)
+            if not (fresh or self.reuse or self.landed):
+                self._refuse_earlier(uploads)
             operations = []
             declare = not _through_xet()
             for item in uploads:
@@ -177,6 +180,8 @@ class HubTarget(PushTarget):
             info = api.create_commit(
                 self.repo, operations=operations, commit_message=message, repo_type="model"
             )
+        except PushFailed:
+            raise  # this push's own refusal, said as it is
         except Exception as exc:  # any client or network error fails this push only
             quota = quota_refusal(exc)
             if quota is not None:
