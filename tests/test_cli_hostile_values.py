@@ -116,7 +116,8 @@ def test_run_and_status_show_spec_values_escaped(tmp_path: Path) -> None:
     # The failed run's reason quotes the spec's dataset path.
     assert b"/nonexistent/\\x1b[31mred\\u202eevil/data.yaml does not exist" in status.stdout
     as_json = _runspec("status", "-a", "--json", "--state", str(state))
-    assert json.loads(as_json.stdout)[0]["run_dir"].endswith("runs/\x1b]0;title\x07/hostile")
+    (row,) = json.loads(as_json.stdout)["runs"]
+    assert row["run_dir"].endswith("runs/\x1b]0;title\x07/hostile")
 
 
 def test_daemon_config_durations_need_a_unit_too(make_daemon, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

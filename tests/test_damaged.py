@@ -59,7 +59,7 @@ def test_status_and_cancel_answer_with_a_damaged_record_and_no_daemon(tmp_path: 
     (state / "jobs" / "torn" / "record.json").write_text('{"name": "torn", "status": "trai')
     out = runspec_cli("status", "--json", "--state", str(state))
     assert out.returncode == 0, out.stderr
-    (row,) = json.loads(out.stdout)
+    (row,) = json.loads(out.stdout)["runs"]
     assert row["name"] == "torn" and row["status"] == "damaged"
     cancel = runspec_cli("cancel", "torn", "--state", str(state))
     assert cancel.returncode == 1 and "its record is damaged" in cancel.stderr

@@ -50,7 +50,7 @@ def status(state: Path, name: str) -> list[dict[str, Any]]:
         check=False,
     )
     assert out.returncode == 0, out.stderr
-    rows: list[dict[str, Any]] = json.loads(out.stdout)
+    rows: list[dict[str, Any]] = json.loads(out.stdout)["runs"]
     return rows
 
 

@@ -75,7 +75,7 @@ def test_rm_push_and_a_damaged_record_hint_with_the_state_folder(
     (StateLayout(state).job_dir("busy") / "record.json").write_text("{not json")
     shown = _runspec("status", "--json", "--state", str(state))
     assert shown.returncode == 0, shown.stderr
-    (row,) = [r for r in json.loads(shown.stdout) if r["name"] == "busy"]
+    (row,) = [r for r in json.loads(shown.stdout)["runs"] if r["name"] == "busy"]
     assert row["fix"] == f"look at the kept record, then `runspec rm busy --state {state}`"
 
 

@@ -156,8 +156,12 @@ def test_status_shows_waiting_and_refused_specs_with_no_daemon_running(  # type:
     assert re.search(r"^later\.yaml +waiting in the inbox", text, re.M), text
     assert re.search(r"^bad\.yaml +rejected", text, re.M), text
     assert "bad.yaml: rejected at " in text
+    # The rm that clears it works as printed: the inbox status was given goes with it.
+    bad = daemon.inbox / "rejected" / "bad.yaml"
+    clear = f"runspec rm {bad} --inbox {daemon.inbox} --state {daemon.state}"
+    assert f"bad.yaml: the whole error is in {bad}.error; `{clear}` clears it" in text
     assert "bad.yaml:7:11: /train/epochs: -3 is less than the minimum of 1" in text
-    rows = json.loads(runspec_cli("status", "--json", *args).stdout)
+    rows = json.loads(runspec_cli("status", "--json", *args).stdout)["runs"]
     assert [(r["name"], r["status"]) for r in rows] == [
         ("later.yaml", "waiting"),
         ("bad.yaml", "rejected"),

@@ -54,7 +54,14 @@ def test_an_unidentified_or_refused_provider_fails_naming_what_is_missing(
 ) -> None:
     finish = finish_of("{action: destroy, provider: vast}")
     (missing,) = [r for r in finish_checks(finish, provider_env) if r.status is CheckStatus.FAIL]
-    assert "CONTAINER_ID is not set" in missing.message and "/etc/runspec/env" in missing.fix
+    assert "CONTAINER_ID is not set" in missing.message
+    # The fix names the cause: this machine is no vast.ai container (no key would help).
+    assert missing.fix.startswith("this machine is not a vast.ai container"), missing.fix
+    assert "finish.provider" in missing.fix and "/etc/runspec/env" not in missing.fix
+    nokey = {**provider_env, "CONTAINER_ID": "4242"}
+    (nokey_fail,) = [r for r in finish_checks(finish, nokey) if r.status is CheckStatus.FAIL]
+    assert "CONTAINER_API_KEY is not set" in nokey_fail.message
+    assert "/etc/runspec/env" in nokey_fail.fix
     standin.on("GET", r"/api/v0/instances/4242/", Answer(401, {"error": "bad key"}))
     env = {**provider_env, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": "wrong"}
     (refused,) = [r for r in finish_checks(finish, env) if r.status is CheckStatus.FAIL]

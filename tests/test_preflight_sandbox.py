@@ -60,8 +60,12 @@ def test_writable_folders_pass_and_a_folder_that_cannot_be_made_fails(tmp_path: 
     paths = RunPaths.decide(spec, tmp_path / "state")
     result = writable_check(spec, paths)
     assert result.status is CheckStatus.PASS, result
-    assert str(volume) in result.message and (tmp_path / "project").is_dir()
-    assert list(volume.iterdir()) == []  # the probe left nothing behind
+    assert str(volume) in result.message
+    # The probe creates nothing: the folders are the run's to make, and a check leaves none.
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    volume.mkdir()
+    assert writable_check(spec, paths).status is CheckStatus.PASS
+    assert list(volume.iterdir()) == []  # the probe's file is gone
 
     blocker = tmp_path / "a-file"
     blocker.write_text("")

@@ -66,6 +66,7 @@ def test_a_hub_dataset_file_that_is_not_in_the_repo_fails_naming_it(
     assert checks["dataset"]["status"] == "fail", checks
     assert "has no file 'ds.tar'" in checks["dataset"]["message"]
     assert "dataset.hub.file" in checks["dataset"]["fix"]
+    assert checks["dataset"]["fix"].endswith("; it holds other.tar"), checks["dataset"]["fix"]
 
 
 def test_a_dataset_path_that_is_not_here_fails(tmp_path: Path) -> None:
@@ -76,6 +77,8 @@ def test_a_dataset_path_that_is_not_here_fails(tmp_path: Path) -> None:
         f"dataset.path {tmp_path / 'nope' / 'data.yaml'} does not exist"
         in (checks["dataset"]["message"])
     )
+    # One line for one mistake: no doctor warning that a path dataset is "not staged yet".
+    assert [c for c in checks.values() if c["status"] != "pass"] == [checks["dataset"]]
 
 
 def test_a_data_yaml_with_an_absolute_path_from_another_machine_names_it(
@@ -144,6 +147,25 @@ def test_a_repo_holding_another_run_is_refused_unless_reuse_is_said(
     code, checks = _preflight(tmp_path, body % "", name="run-a")
     assert checks["push"]["status"] == "pass", checks["push"]
     assert hub_server.files("org/shared") == ["runspec/manifest.json", "weights/best.pt"]
+
+
+def test_a_repo_holding_an_earlier_run_of_the_same_name_is_refused_before_training(
+    tmp_path: Path, hub_server: HubServer
+) -> None:
+    # `runspec rm again` freed the name here; the repo still holds that run's weights.
+    earlier = {"name": "again", "spec_sha256": "0" * 64, "started_at": "2026-01-02T03:04:05Z"}
+    hub_server.put_file("org/again", "runspec/record.json", json.dumps(earlier).encode(), "model")
+    hub_server.put_file("org/again", "weights/best.pt", b"the earlier run's weights", "model")
+    body = "dataset: {synthetic: {}}\npush: {hub: {repo: org/again%s}}\n"
+    code, checks = _preflight(tmp_path, body % "", name="again")
+    assert code == 1
+    push = checks["push"]
+    assert push["status"] == "fail", push
+    assert "model repo org/again holds an earlier run also named 'again'" in push["message"]
+    assert "runspec submit --resume" in push["fix"] and "push.hub.reuse: true" in push["fix"]
+    code, checks = _preflight(tmp_path, body % ", reuse: true", name="again")
+    assert checks["push"]["status"] == "pass", checks["push"]
+    assert not (tmp_path / "state").exists()  # `runspec preflight` creates no folder
 
 
 def test_the_record_names_the_run_when_no_manifest_does(

@@ -149,3 +149,28 @@ def test_truncated_before_any_push_leaves_the_staged_copy_of_the_last_good_one(
     pushed = pusher.push_now(final=True, timeout=60)
     assert pushed is not None
     assert hub_server.entry("me/run1", "weights/last.pt").sha256 == good_sha
+
+
+def test_a_new_run_under_a_freed_name_never_writes_over_the_earlier_runs_weights(
+    hub_server: HubServer, make_run: MakeRun
+) -> None:
+    # `runspec rm run1` freed the name; its repo still holds its record and weights.
+    earlier = {"name": "run1", "spec_sha256": "0" * 64, "started_at": "2026-01-02T03:04:05Z"}
+    hub_server.put_file("me/run1", "runspec/record.json", json.dumps(earlier).encode(), "model")
+    hub_server.put_file("me/run1", "weights/best.pt", b"the earlier run's weights", "model")
+    run = make_run()
+    run.record.started_at = "2026-03-04T05:06:07Z"  # the new run under the same name
+    run.store.save(run.record)
+    run.epoch(1)
+    pusher = run.pusher()
+    assert pusher.push_now(final=False, timeout=60) is None
+    assert hub_server.read_file("me/run1", "weights/best.pt") == b"the earlier run's weights"
+    assert pusher.last_permanent  # a refusal, not an outage to retry every minute
+    said = run.reload().push_error or ""
+    assert "holds an earlier run also named 'run1' (started 2026-01-02T03:04:05Z)" in said
+    assert "push.hub.reuse: true" in said and "runspec submit --resume" in said
+    # The run it is, resumed (its start carried over from the record there), pushes on.
+    run.record.started_at = earlier["started_at"]
+    run.store.save(run.record)
+    assert pusher.push_now(final=False, timeout=60) is not None
+    assert hub_server.read_file("me/run1", "weights/best.pt") != b"the earlier run's weights"

@@ -89,3 +89,17 @@ def test_rm_of_a_verified_run_needs_no_force(tmp_path: Path, write_spec: SpecWri
     assert out.returncode == 0, out.stderr
     assert not layout.retired.exists()
     assert machine_verdict(layout).safe
+
+
+def test_rm_says_what_happens_to_the_hub_repo_and_to_a_new_run_of_the_name(
+    tmp_path: Path, write_spec: SpecWriter
+) -> None:
+    state = tmp_path / "state"
+    accept(load_spec(write_spec("gone", push={"hub": {"repo": "me/gone"}})), state)
+    ended(RecordStore(state), "gone", Termination.COMPLETED)
+    out = rm(state, "gone")
+    assert out.returncode == 0, out.stderr
+    assert "its pushes stay in hub me/gone" in out.stdout
+    # What a new run of the name then meets (tests/test_push_hub.py shows it refused).
+    assert "a new run named gone does not push there" in out.stdout
+    assert "push.hub.reuse: true" in out.stdout

@@ -50,6 +50,25 @@ def test_an_unknown_model_is_refused_with_a_did_you_mean_and_no_libreyolo(tmp_pa
     assert out.stdout.strip().endswith("False False")  # neither was imported
     for fine in ("yolo9-t", "LibreYOLO9s.pt", "best.pt", "/ckpt/run.pt", "me/my-model"):
         assert models.problem(fine) is None, fine
+    assert models.problem("./yolov9s.pt") is None  # a checkpoint of that name, as a path
+
+
+@pytest.mark.parametrize(
+    ("model", "meant"), [("yolov9s.pt", "yolo9-s"), ("YOLOv9t.pt", "yolo9-t"), ("yolox-s", None)]
+)
+def test_an_ultralytics_name_gets_libreyolos_name_for_it(model: str, meant: str | None) -> None:
+    said = models.problem(model)
+    if meant is None:
+        assert said is None or "Ultralytics" not in said
+        return
+    assert said is not None and "is an Ultralytics weights name" in said
+    assert f"did you mean {meant!r}?" in said and f"given as a path (./{model})" in said
+
+
+def test_an_ultralytics_model_libreyolo_lacks_is_still_refused_before_any_download() -> None:
+    said = models.problem("yolo11n.pt")
+    assert said is not None and "is an Ultralytics weights name" in said
+    assert "did you mean" not in said  # LibreYOLO has no YOLO11: no name is made up
 
 
 def _spec(model: str, pretrained: bool) -> object:

@@ -103,6 +103,9 @@ def test_missing_file_and_missing_data_yaml_say_what_to_fix(
     paths = RunPaths.for_spec(wrong_file, tmp_path / "state")
     with pytest.raises(staging.StagingError, match=r"nope\.tar is not in dataset repo org/shapes"):
         staging.stage_dataset(wrong_file, paths, progress=lambda _: None)
+    # ... and what the repo does hold, so the fix needs no trip to the Hub's Files tab.
+    with pytest.raises(staging.StagingError, match=r"; it holds shapes\.tar\.gz$"):
+        staging.stage_dataset(wrong_file, paths, progress=lambda _: None)
     wrong_yaml = _spec(
         tmp_path, "  hub: {repo: org/shapes, file: shapes.tar.gz}\n  data: shapes/dat.yaml\n"
     )
@@ -148,3 +151,16 @@ def test_only_what_a_fixed_spec_mends_is_a_permanent_staging_failure(
     with pytest.raises(staging.StagingError) as caught:
         staging.stage_dataset(spec, RunPaths.for_spec(spec, tmp_path / "state"), print)
     assert caught.value.permanent is True, caught.value
+
+
+def test_the_repos_files_are_said_bounded_and_printable(hub_server: HubServer) -> None:
+    from runspec.dataset.repofiles import SHOWN, repo_files
+    from runspec.spec.model import HubDataset
+
+    for n in range(SHOWN + 2):
+        hub_server.put_file("org/many", f"part-{n:02d}.tar", b"x", repo_type="dataset")
+    hub_server.put_file("org/many", "evil\x1b[2J.tar", b"x", repo_type="dataset")
+    said = repo_files(HubDataset(repo="org/many", file="nope.tar"))
+    assert said.startswith("; it holds evil\\x1b[2J.tar, part-00.tar"), said
+    assert said.endswith("part-08.tar (and 3 more)"), said
+    assert "\x1b" not in said

@@ -72,7 +72,7 @@ def test_status_table_and_json(tmp_path: Path) -> None:
     assert f"charts for alpha: libreyolo monitor {run_dir} --no-browser" in out.stdout
 
     out = runspec_cli("status", "alpha", "--state", str(state), "--format", "json")
-    rows = json.loads(out.stdout)
+    rows = json.loads(out.stdout)["runs"]
     assert [r["name"] for r in rows] == ["alpha"]
     assert rows[0]["epoch"] == 12 and rows[0]["last_push"]["epoch"] == 10
     assert 3 * 3600 - 120 < rows[0]["budget_left_seconds"] <= 3 * 3600
@@ -94,7 +94,7 @@ def test_status_says_where_the_budget_stops_a_run(tmp_path: Path) -> None:
     control.write_deadline(control_dir, ended + 7 * 60 + 90 + 5, guesses)
     out = runspec_cli("status", "--state", str(state))
     assert "eps: the budget stops this run at about epoch 20 of 100" in out.stdout, out.stdout
-    rows = json.loads(runspec_cli("status", "--json", "--state", str(state)).stdout)
+    rows = json.loads(runspec_cli("status", "--json", "--state", str(state)).stdout)["runs"]
     assert rows[0]["budget_stops_at_epoch"] == 20
     # With room for every epoch it says nothing of the kind.
     control.write_deadline(control_dir, ended + 100 * 90, guesses)
@@ -119,7 +119,7 @@ def test_status_says_the_fitted_schedule_and_the_time_to_the_first_step(tmp_path
     firststep.note(state / "jobs" / "fitted" / "control", parse_utc_iso(record.queued_at) + 240)
     out = runspec_cli("status", "--state", str(state))
     assert "fitted: first training step 4m00s after the spec arrived" in out.stdout, out.stdout
-    rows = json.loads(runspec_cli("status", "--json", "--state", str(state)).stdout)
+    rows = json.loads(runspec_cli("status", "--json", "--state", str(state)).stdout)["runs"]
     assert rows[0]["first_step_seconds"] == 240.0
     assert rows[0]["schedule"].startswith("your 100 epochs do not fit: training 38")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures_run import RUNSPEC, SpecWriter, finish_run, start_run
+from tests.fixtures_run import RUNSPEC, SpecWriter, finish_run, record_of, start_run
 from tests.hubserver import HubServer
 
 
@@ -29,8 +29,9 @@ def _status(env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str
 def test_status_hub_lists_two_finished_runs_and_a_second_call_downloads_nothing(
     hub_server: HubServer, hub_env: dict[str, str], write_spec: SpecWriter, tmp_path: Path
 ) -> None:
+    specs = {}
     for name in ("fleet-a", "fleet-b"):
-        spec = write_spec(
+        spec = specs[name] = write_spec(
             name,
             epochs=1,
             push={"hub": {"repo": f"me/{name}"}, "every": "1h"},
@@ -72,6 +73,7 @@ def test_status_hub_lists_two_finished_runs_and_a_second_call_downloads_nothing(
         # The receipt the final push left says what the run was billed.
         assert row["billed_usd"] is not None and row["billed_usd"] > 0, row
         assert row["last_push"]["final"] is True, row
+        assert row["budget_left_s"] is None and row["under_way"] is False, row
         assert row["commit"] == hub_server.repo(repo).sha and row["cached"] is False
     assert rows["me/fleet-b"]["stopped_by_watch"].startswith("lease expired")
     assert hub_server.count("resolve") > before
@@ -80,9 +82,32 @@ def test_status_hub_lists_two_finished_runs_and_a_second_call_downloads_nothing(
     again = _status(env)
     assert again.returncode == 0, again.stderr
     assert hub_server.count("resolve") == read  # unchanged repos: nothing downloaded
-    assert "2 runs of me on the Hub" in again.stdout, again.stdout
+    assert "2 runs of me on the Hub: 0 under way" in again.stdout, again.stdout
+    assert "budget left" not in again.stdout, again.stdout
     assert "stopped by watch: lease expired at 2026-01-01T00:05:00Z" in again.stdout
     assert "me/fleet-a  completed  epoch 1/1  pushed epoch 1" in again.stdout, again.stdout
+
+    # Issue 38: `runspec rm` frees the name and says what happens to the repo; the same spec
+    # run again under it is refused before it trains (its preflight), and its final push of
+    # the failed run's files is refused too: the earlier run's weights stay at the head.
+    state = tmp_path / "state-fleet-a"
+    freed = subprocess.run(
+        [*RUNSPEC, "rm", "fleet-a", "--state", str(state)],
+        env={**os.environ, **hub_env},
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert freed.returncode == 0, freed.stderr
+    assert "its pushes stay in hub me/fleet-a; a new run named fleet-a does not" in freed.stdout
+    weights = hub_server.read_file("me/fleet-a", "weights/best.pt")
+    code, out = finish_run(start_run(specs["fleet-a"], state, hub_env), timeout=400)
+    assert code != 0, out[-4000:]
+    assert "holds an earlier run also named 'fleet-a'" in out, out[-4000:]
+    again_record = record_of(state, "fleet-a")
+    assert again_record["termination"] == "failed-preflight" and again_record["epoch"] == 0
+    assert hub_server.read_file("me/fleet-a", "weights/best.pt") == weights
 
 
 DEEP = b'{"name": "deep", "status": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"
@@ -147,3 +172,26 @@ def test_a_row_names_the_commit_its_spec_came_from_and_what_it_was_billed() -> N
     shown = row("me/r", "b" * 40, hostile, 0.0, False)
     assert shown["source"] is None and shown["billed_usd"] is None
     assert "$1.00" in lines("me", [shown])[1]  # the record's own cost, then
+
+
+def test_a_run_whose_final_push_carries_its_record_is_counted_ended_with_no_budget_left() -> None:
+    from runspec.views.hubfleet import lines, row
+
+    # The record the final push carries: made while the run was `pushing`, its deadline ahead.
+    final = {
+        "name": "done",
+        "status": "pushing",
+        "termination": "completed",
+        "deadline": "2099-01-01T00:00:00Z",
+        "epoch": 3,
+        "total_epochs": 3,
+        "push": {"epoch": 3, "time": "2026-01-01T00:00:00Z", "final": True},
+    }
+    going = {**final, "name": "going", "status": "training", "termination": None, "push": None}
+    done = row("me/done", "b" * 40, {"record": final}, 0.0, False)
+    live = row("me/going", "c" * 40, {"record": going}, 0.0, False)
+    assert done["budget_left_s"] is None and done["under_way"] is False
+    assert live["budget_left_s"] is not None and live["under_way"] is True
+    shown = lines("me", [done, live])
+    assert shown[0] == "2 runs of me on the Hub: 1 under way"
+    assert "budget left" not in shown[1] and "budget left" in shown[2]

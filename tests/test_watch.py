@@ -358,6 +358,10 @@ def test_org_mode_watches_the_org_s_runspec_repos(
     assert code == 0, err
     assert {r["repo"]: r["verdict"] for r in out["runs"]} == {"me/hung": "end", "me/fine": "alive"}
     assert box.effects == ["PUT"]
+    # An org with no run (or a misspelt one): said, not a silent pass.
+    code, out, err = result(watch(env, "nobody"))
+    assert code == 0 and out["runs"] == [], err
+    assert "nothing to watch: nobody has no model repo tagged 'runspec'" in err
 
 
 def test_the_preflight_says_what_the_watch_needs() -> None:

@@ -72,6 +72,19 @@ def readable_state(args: argparse.Namespace, command: str) -> Path:
     return state
 
 
+def daemon_inbox(given: Path | None, state: Path) -> Path:
+    """The daemon's inbox: `given` (--inbox), else its config's, else <state>/inbox."""
+    if given is not None:
+        return Path(given).absolute()
+    from runspec.daemon.config import load_config
+    from runspec.errors import RunspecError
+
+    try:
+        return load_config(None, state=state).inbox
+    except RunspecError:
+        return state / "inbox"  # a broken config is the daemon's to report
+
+
 def print_json(data: Any) -> None:
     json.dump(data, sys.stdout, indent=2, sort_keys=False)
     sys.stdout.write("\n")

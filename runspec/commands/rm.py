@@ -1,7 +1,9 @@
 """`runspec rm NAME`: retire a finished (or damaged) run, so its name can be used again.
 
 Its record and job folder go (the spec, provenance, logs, staged copies); the run folder and
-every pushed copy stay unless asked: the weights are the point of the run.
+every pushed copy stay unless asked: the weights are the point of the run. Its Hub repo stays
+as it is, and rm says so: a new run under the freed name does not push over it unless its spec
+says so (runspec.push.owner_check.earlier_run).
 
 A run whose newest weights are not verified off this machine is not retired while its run
 folder stays: its record is what keeps the machine from being destroyed under them. `--force`
@@ -21,24 +23,34 @@ from typing import TYPE_CHECKING
 
 from runspec.commands import (
     add_format,
-    add_name,
     add_state,
+    daemon_inbox,
     print_json,
     readable_state,
 )
 from runspec.errors import Outcome
-from runspec.store.paths import RECORD
+from runspec.store.paths import RECORD, rejected_dir
 from runspec.store.retire import aside_name, clear, rejected_entry
+from runspec.views.inboxview import ERROR_SUFFIX
 
 if TYPE_CHECKING:
     from runspec.store.paths import RunPaths, StateLayout
 
-if TYPE_CHECKING:
-    from runspec.store.paths import StateLayout
+
+def _name_or_path(text: str) -> str:
+    """argparse's `type=`: a run's NAME, or the path of a rejected inbox entry as `runspec
+    status` shows it."""
+    from runspec.spec.runname import run_name
+
+    return text if "/" in text else run_name(text)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_name(parser)
+    parser.add_argument(
+        "name",
+        type=_name_or_path,
+        help="the run's name, or a rejected inbox entry (its file name or path, as status shows)",
+    )
     parser.add_argument(
         "--run-folder",
         action="store_true",
@@ -51,6 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(a tombstone then keeps the machine from being destroyed while they are here)",
     )
     add_state(parser)
+    parser.add_argument(
+        "--inbox", type=Path, default=None, help="the daemon's inbox (default: its config's)"
+    )
     add_format(parser)
 
 
@@ -74,6 +89,8 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.store.state import DamagedRecord, RecordStore, RunStatus
 
     state = readable_state(args, "rm")
+    if "/" in args.name:
+        return _rm_rejected(args, state)
     layout = StateLayout(state)
     store = RecordStore(state)
     job_dir = own_job_folder(layout, args.name)
@@ -96,6 +113,7 @@ def run(args: argparse.Namespace) -> Outcome:
             f"run {args.name!r} is still {record.status.value}; stop it first with "
             f"`{command(f'cancel {args.name}', state)}`, then rm it once it has finished"
         )
+    hub = _hub_left(paths)  # read before its spec goes with the job folder
     lock = RunLock(paths)
     lock.acquire()  # nobody may be driving it while its folder goes
     buried = aside = None
@@ -125,7 +143,14 @@ def run(args: argparse.Namespace) -> Outcome:
     due = _end_still_due(layout, args.name)
     if args.format == "json":
         print_json(
-            {"removed": removed, "kept": kept, "name": args.name, "tombstone": tomb, "due": due}
+            {
+                "removed": removed,
+                "kept": kept,
+                "name": args.name,
+                "tombstone": tomb,
+                "due": due,
+                "hub": hub,
+            }
         )
     else:
         print(printable(f"removed run {args.name}: {', '.join(removed)}"))
@@ -133,6 +158,8 @@ def run(args: argparse.Namespace) -> Outcome:
             print(printable(due))
         for folder in kept:
             print(printable(f"kept its run folder as {folder}; the name {args.name} is free"))
+        if hub is not None:
+            print(printable(hub))
         if tomb is not None:
             print(
                 printable(
@@ -141,6 +168,26 @@ def run(args: argparse.Namespace) -> Outcome:
                 )
             )
     return Outcome.OK
+
+
+def _hub_left(paths: RunPaths) -> str | None:
+    """What happens to the run's Hub repo: it stays, and a new run of the freed name does not
+    write over it unless told to (runspec.push.owner_check.earlier_run)."""
+    from runspec.errors import RunspecError
+    from runspec.spec.loader import load_accepted
+
+    try:
+        spec = load_accepted(paths.spec_file)
+    except (RunspecError, OSError):
+        return None
+    if spec.push is None or spec.push.hub is None:
+        return None
+    repo, name = spec.push.hub.repo, paths.name
+    return (
+        f"its pushes stay in hub {repo}; a new run named {name} does not push there (its "
+        "preflight and first push refuse) unless its spec sets push.hub.reuse: true, "
+        "or pushes to another push.hub.repo"
+    )
 
 
 def _end_still_due(layout: StateLayout, name: str) -> str | None:
@@ -161,8 +208,17 @@ def _rm_rejected(args: argparse.Namespace, state: Path) -> Outcome:
     from runspec.errors import UsageError
     from runspec.printable import printable
 
-    inbox = state / "inbox"
-    found = rejected_entry(inbox, args.name)
+    inbox = daemon_inbox(args.inbox, state)
+    name = args.name
+    if "/" in name:  # a path, as status shows it: only one right inside rejected/ is taken
+        path, folder = Path(name).absolute(), rejected_dir(inbox)
+        if not _same_folder(path.parent, folder):
+            raise UsageError(
+                f"{name!r} is not a run's name, nor in the inbox's rejected folder {folder}: rm "
+                "takes a run's name, or a rejected spec's path as `runspec status` shows it"
+            )
+        name = path.name.removesuffix(ERROR_SUFFIX)
+    found = rejected_entry(inbox, name)
     if not found:
         raise UsageError(
             f"no such run: {args.name!r} in {state}, nor a rejected inbox entry of that name"
@@ -170,10 +226,17 @@ def _rm_rejected(args: argparse.Namespace, state: Path) -> Outcome:
     clear(found)
     removed = [str(p) for p in found]
     if args.format == "json":
-        print_json({"removed": removed, "kept": [], "name": args.name})
+        print_json({"removed": removed, "kept": [], "name": name})
     else:
-        print(printable(f"removed the rejected inbox entry {args.name}: {', '.join(removed)}"))
+        print(printable(f"removed the rejected inbox entry {name}: {', '.join(removed)}"))
     return Outcome.OK
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
 
 
 def _unsafe_left(paths: RunPaths, *, force: bool) -> tuple[str, list[str]] | None:

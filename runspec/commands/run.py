@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> Outcome:
     layout = node_plan(spec, engine)
     if layout is not None and layout.nnodes > 1:
         _secure_rendezvous(spec.name, engine)
-    refuse_beside_daemon(spec, state, args.spec)
+    refuse_beside_daemon(spec, state, args.spec, resume=args.resume)
     paths = RunPaths.for_spec(spec, state)
     if layout is not None and not layout.head:
         return follow_node(spec, paths, layout, args, resume=engine is not None or args.resume)

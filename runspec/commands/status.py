@@ -6,6 +6,7 @@ daemon running."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from runspec.commands import (
     add_format,
     add_name,
     add_state,
+    daemon_inbox,
     print_json,
     readable_state,
 )
@@ -44,23 +46,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _inbox(args: argparse.Namespace, state: Path) -> Path:
-    """The daemon's inbox: --inbox, else its config's, else <state>/inbox."""
-    if args.inbox is not None:
-        return Path(args.inbox).absolute()
-    from runspec.daemon.config import load_config
-    from runspec.errors import RunspecError
-
-    try:
-        return load_config(None, state=state).inbox
-    except RunspecError:
-        return state / "inbox"  # a broken config is the daemon's to report
-
-
 def _age_key(row: dict[str, Any]) -> tuple[bool, float]:
     """Newest first; a run whose age is unknown goes last."""
     age = row.get("age_seconds")
     return (age is None, age if age is not None else 0.0)
+
+
+def _str(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def _hub(args: argparse.Namespace) -> Outcome:
@@ -87,9 +80,9 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.store.state import RecordStore, RunStatus
     from runspec.views.finished import finished_summary
     from runspec.views.followview import following
-    from runspec.views.inboxview import rejected, waiting
+    from runspec.views.inboxview import ignored, rejected, waiting
     from runspec.views.runinfo import damaged_info, info
-    from runspec.views.statustable import table
+    from runspec.views.statustable import ignored_text, table
 
     if args.hub:
         return _hub(args)
@@ -99,7 +92,7 @@ def run(args: argparse.Namespace) -> Outcome:
             f"no state folder {state}: check --state (or RUNSPEC_STATE); "
             "on a new machine, `sudo runspec install` makes it"
         )
-    inbox = _inbox(args, state)
+    inbox = daemon_inbox(args.inbox, state)
     store = RecordStore(state)
     while True:
         now = SYSTEM.time()
@@ -121,17 +114,32 @@ def run(args: argparse.Namespace) -> Outcome:
                 raise UsageError(f"no run named {args.name!r} in {state}")
         else:
             rows += waiting(inbox) + rejected(inbox, now, args.all)
+        for row in rows:
+            if row["status"] == "rejected":  # rm takes the path status shows
+                given = f" --inbox {shlex.quote(str(inbox))}" if args.inbox else ""
+                clear = command(f"rm {shlex.quote(row['file'])}{given}", state)
+                row["clear"] = f"`{clear}` clears it"
+        stray = [] if args.name else ignored(inbox)
+        daemon = daemon_holder(StateLayout(state))
         if args.format == "json":
-            print_json(rows)
+            print_json(
+                {
+                    "state": str(state),
+                    "daemon": {"running": daemon is not None, "held_by": _str(daemon)},
+                    "runs": rows,
+                    "inbox": {"folder": str(inbox), "ignored": stray},
+                }
+            )
         else:
             if args.watch:
                 sys.stdout.write("\x1b[H\x1b[2J")
-            daemon = daemon_holder(StateLayout(state))
             print(f"runspecd: {'running, ' + str(daemon) if daemon else 'not running'} ({state})")
             for line in following(state):
                 print(printable_lines(line))
             # Run folders and file names come from specs: escaped, so none drives the terminal.
             print(printable_lines(table(rows)) if rows else "no runs under way")
+            if stray:
+                print(printable_lines(ignored_text(stray)))
             if args.name and (summary := finished_summary(state, args.name)) is not None:
                 print(printable_lines("\n".join(summary)))
             hidden = len(finished) if not (args.all or args.name) else 0

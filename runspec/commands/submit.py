@@ -68,9 +68,13 @@ def _resume(args: argparse.Namespace, spec: Spec, config: DaemonConfig) -> str:
     lock.acquire()
     try:
         done = resume_run(
-            spec, config.state, keep_budget=args.keep_budget, via="runspec submit --resume",
-            runs=config.runs, data=config.data,
-        )  # fmt: skip
+            spec,
+            config.state,
+            keep_budget=args.keep_budget,
+            via="runspec submit --resume",
+            runs=config.runs,
+            data=config.data,
+        )
     finally:
         lock.release()
     where = done.checkpoint.name if done.checkpoint is not None else "its preflight"

@@ -21,6 +21,7 @@ from runspec.childpython import isolated
 from runspec.clock import human_duration
 from runspec.dataset import safetar, streamtar
 from runspec.dataset.datayaml import allows_download, check_data_yaml
+from runspec.dataset.repofiles import repo_files
 from runspec.errors import RunspecError
 from runspec.hubreach import endpoint_set
 from runspec.meter import Meter, rate_text
@@ -248,7 +249,8 @@ def download_tar(
         ) from exc
     except EntryNotFoundError as exc:
         raise StagingError(
-            f"{hub.file} is not in dataset repo {hub.repo}; fix dataset.hub.file", permanent=True
+            f"{hub.file} is not in dataset repo {hub.repo}; fix dataset.hub.file" + repo_files(hub),
+            permanent=True,
         ) from exc
     # A Hub or proxy that echoes the request puts the token in its answer, and so in these
     # messages, which reach the run's record and the terminal.

@@ -56,9 +56,15 @@ def _which_spec(spec: Spec, paths: RunPaths, tmp: Path, accepted: bool) -> list[
     # Its relative paths mean its own folder, not this temporary one (runspec.spec.specbase).
     base = Path(spec.source).absolute().parent
     return [
-        "--spec", str(path), "--base", str(base), "--project", str(paths.project),
-        "--data-root", str(paths.data_root),
-    ]  # fmt: skip
+        "--spec",
+        str(path),
+        "--base",
+        str(base),
+        "--project",
+        str(paths.project),
+        "--data-root",
+        str(paths.data_root),
+    ]
 
 
 def run_preflight(
@@ -79,13 +85,16 @@ def run_preflight(
     with tempfile.TemporaryDirectory(prefix="runspec-preflight-") as tmp:
         args = [
             *_which_spec(spec, paths, Path(tmp), accepted),
-            "--state", str(paths.state),
-            "--phase", phase,
+            "--state",
+            str(paths.state),
+            "--phase",
+            phase,
             # Inner waits (the collective) must end before the hard kill does.
-            "--timeout", f"{max(timeout * 0.8, 1.0):.1f}",
+            "--timeout",
+            f"{max(timeout * 0.8, 1.0):.1f}",
             "--json",
             *(["--collective-one-gpu"] if collective_one_gpu else []),
-        ]  # fmt: skip
+        ]
         from runspec.preflight.childlaunch import start_child  # noqa: PLC0415 - the parent's side only
 
         child = start_child(spec, paths, args, Path(tmp), timeout, accepted)

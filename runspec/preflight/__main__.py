@@ -104,6 +104,8 @@ def dataset_checks(spec: Spec, paths: RunPaths) -> list[CheckResult]:
     imgsz = spec.train.imgsz if isinstance(spec.train.imgsz, int) else max(spec.train.imgsz)
     results: list[CheckResult] = []
 
+    if spec.dataset.path is not None and not data_yaml.is_file():
+        return []  # no staging makes it: the machine phase's dataset check FAILs, saying so
     root = data_yaml_root_check(data_yaml)
     if root is not None:
         return [root]  # the doctor would only say the splits do not exist; this says why

@@ -13,6 +13,7 @@ import yaml
 
 from runspec import hubreach
 from runspec.checkresult import CheckResult, failed, passed
+from runspec.dataset.repofiles import repo_files
 from runspec.dataset.staging import expected_data_yaml
 from runspec.spec.model import HubDataset, Spec
 from runspec.store.paths import RunPaths
@@ -51,8 +52,7 @@ def dataset_missing(hub: HubDataset, exc: BaseException) -> CheckResult | None:
         return failed(
             "dataset",
             f"{where} has no file {hub.file!r}{revision}",
-            "fix dataset.hub.file: the tar's path inside the dataset repo, as its Files tab "
-            "lists it",
+            "fix dataset.hub.file: the tar's path inside the dataset repo" + repo_files(hub),
         )
     cannot = hubreach.unreachable(exc)
     if cannot is not None:

@@ -92,7 +92,8 @@ def finish_checks(
                 failed(
                     NAME,
                     f"finish.action {action.value} cannot be done here: {exc}",
-                    "name the provider in finish.provider and give the daemon its API key in "
+                    exc.fix
+                    or "name the provider in finish.provider and give the daemon its API key in "
                     "/etc/runspec/env (see the README's Providers), or choose another finish",
                 )
             )

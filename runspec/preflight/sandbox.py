@@ -77,9 +77,13 @@ def write_targets(spec: Spec, paths: RunPaths) -> list[tuple[str, Path]]:
 
 
 def _probe(folder: Path) -> OSError | None:
+    """Whether the run could write `folder`, creating nothing that stays: a folder not there
+    yet is made by the run in the nearest folder above it that is, so that one is tried."""
+    here = folder
+    while not here.exists() and here.parent != here:
+        here = here.parent
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=".runspec-probe-", dir=folder)
+        fd, name = tempfile.mkstemp(prefix=".runspec-probe-", dir=here)
         os.close(fd)
         os.unlink(name)
     except OSError as exc:

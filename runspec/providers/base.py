@@ -44,8 +44,10 @@ class ProviderError(RunspecError):
         retry_after: float | None = None,
         timed_out: bool = False,
         code: str | None = None,
+        fix: str | None = None,
     ) -> None:
         super().__init__(message)
+        self.fix = fix  # what to do, where the cause is known better than "check the setup"
         self.status = status
         self.retry_after = retry_after
         self.timed_out = timed_out
@@ -338,3 +340,12 @@ def env_or_file(env: Mapping[str, str], name: str, environ_file: str) -> str | N
         if sep and key.decode(errors="replace") == name:
             return val.decode(errors="replace") or None
     return None
+
+
+def not_on(what: str, instance: str, var: str) -> str:
+    """The fix when the instance variable a provider sets in each of its machines is missing:
+    this machine is not one of them (a key in /etc/runspec/env would not help)."""
+    return (
+        f"this machine is not {what} (the provider sets {var} in each): run the spec on a "
+        f"{instance}, name this machine's provider in finish.provider, or choose another finish"
+    )

@@ -31,8 +31,8 @@ class LambdaCloud(Provider):
         instance = self.env.get("RUNSPEC_LAMBDA_INSTANCE_ID") or self.env.get("LAMBDA_INSTANCE_ID")
         if not instance:
             raise ProviderError(
-                "lambda: no instance id; set RUNSPEC_LAMBDA_INSTANCE_ID in the daemon's "
-                "environment (Lambda has no metadata server that names the instance)"
+                "lambda: no instance id; set RUNSPEC_LAMBDA_INSTANCE_ID in /etc/runspec/env "
+                "(Lambda has no metadata server that names the instance)"
             )
         return instance
 

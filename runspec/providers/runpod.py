@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from runspec.providers.base import GONE, Action, Provider, ProviderError, env_or_file
+from runspec.providers.base import GONE, Action, Provider, ProviderError, env_or_file, not_on
 
 
 class RunPod(Provider):
@@ -37,7 +37,10 @@ class RunPod(Provider):
     def identify(self) -> str:
         pod = self._var("RUNPOD_POD_ID")
         if not pod:
-            raise ProviderError("runpod: RUNPOD_POD_ID is not set here nor in /proc/1/environ")
+            raise ProviderError(
+                "runpod: RUNPOD_POD_ID is not set here nor in /proc/1/environ",
+                fix=not_on("a RunPod pod", "RunPod pod", "RUNPOD_POD_ID"),
+            )
         return pod
 
     def how_identified(self) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from runspec.providers.answers import said
-from runspec.providers.base import GONE, Action, Provider, ProviderError, env_or_file
+from runspec.providers.base import GONE, Action, Provider, ProviderError, env_or_file, not_on
 
 
 class Vast(Provider):
@@ -40,7 +40,10 @@ class Vast(Provider):
     def identify(self) -> str:
         instance = self._var("CONTAINER_ID")
         if not instance:
-            raise ProviderError("vast: CONTAINER_ID is not set here nor in /proc/1/environ")
+            raise ProviderError(
+                "vast: CONTAINER_ID is not set here nor in /proc/1/environ",
+                fix=not_on("a vast.ai container", "vast.ai instance", "CONTAINER_ID"),
+            )
         return instance
 
     def how_identified(self) -> str:
@@ -51,7 +54,7 @@ class Vast(Provider):
         if not key:
             raise ProviderError(
                 "vast: CONTAINER_API_KEY is not set here nor in /proc/1/environ "
-                "(vast sets it in every instance; set it in the daemon's EnvironmentFile)"
+                "(vast sets it in every instance; set it in /etc/runspec/env)"
             )
         return {"Authorization": f"Bearer {key}"}
 

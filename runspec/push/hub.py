@@ -16,6 +16,7 @@ endpoint is read from HF_ENDPOINT when a push starts; the token is huggingface_h
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 from collections.abc import Sequence
@@ -28,13 +29,16 @@ from runspec.hubread import HubReadError, fetch
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line
 from runspec.push.manifest import ManifestEntry
 from runspec.push.owner_check import (
+    EARLIER_FIX,
     MAX_BYTES,
     REUSE_FIX,
     ROLE_FIX,
+    earlier_run,
     held_elsewhere,
     may_not_write,
 )
 from runspec.push.quota import QUOTA_FIX, cadence_warning, quota_refusal
+from runspec.push.remote import RECORD
 from runspec.spec.model import Spec
 from runspec.store.paths import RunPaths
 
@@ -60,15 +64,17 @@ def _token() -> str | None:
 class HubTarget(PushTarget):
     key = "hub"
 
-    def __init__(self, repo: str, private: bool = True) -> None:
+    def __init__(self, repo: str, private: bool = True, reuse: bool = False) -> None:
         self.repo = repo
         self.private = private
+        self.reuse = reuse  # push.hub.reuse: may write over another run's files
         self.description = f"hub {repo}"
+        self.landed = False  # a push of this run landed: the head is its own
 
     @classmethod
     def from_spec(cls, spec: Spec, paths: RunPaths) -> HubTarget:
         assert spec.push is not None and spec.push.hub is not None
-        return cls(spec.push.hub.repo, spec.push.hub.private)
+        return cls(spec.push.hub.repo, spec.push.hub.private, spec.push.hub.reuse)
 
     @classmethod
     def where(cls, spec: Spec, paths: RunPaths) -> str:
@@ -89,8 +95,7 @@ class HubTarget(PushTarget):
             return failed(
                 "push",
                 f"no Hub token to push to {repo}",
-                "give the daemon HF_TOKEN (a write token) in its EnvironmentFile, or "
-                "`hf auth login`",
+                "give the daemon HF_TOKEN (a write token) in /etc/runspec/env, or `hf auth login`",
             )
         api = HfApi(endpoint=endpoint_set(), token=token)
         try:
@@ -122,6 +127,9 @@ class HubTarget(PushTarget):
             )
             if taken is not None:
                 return failed("push", taken, REUSE_FIX)
+            earlier = _earlier(repo, paths)
+            if earlier is not None:
+                return failed("push", earlier, EARLIER_FIX)
         user = f"{who['name']}'s token" if who and who.get("name") else "the token"
         made = "with the run's first lease" if spec.watch.lease else "at the first push"
         private = "private" if spec.push.hub.private else "public"
@@ -136,8 +144,9 @@ class HubTarget(PushTarget):
 
         return HfApi(endpoint=endpoint_set())
 
-    def _ensure_repo(self, api: HfApi) -> None:
-        """Create the repo (private unless the spec says otherwise) when it is missing.
+    def _ensure_repo(self, api: HfApi) -> bool:
+        """Create the repo (private unless the spec says otherwise) when it is missing; True
+        when it was (a new repo holds no other run).
 
         Asked on every push: it is one cheap GET that the client does not retry, so an
         unreachable Hub fails the push at once instead of after the client's upload backoff.
@@ -148,13 +157,17 @@ class HubTarget(PushTarget):
             api.repo_info(self.repo, repo_type="model")
         except RepositoryNotFoundError:
             api.create_repo(self.repo, repo_type="model", private=self.private, exist_ok=True)
+            return True
+        return False
 
     def push(self, uploads: Sequence[StagedFile], message: str) -> str | None:
         from huggingface_hub import CommitOperationAdd
 
         api = self._api()
         try:
-            self._ensure_repo(api)
+            fresh = self._ensure_repo(api)
+            if not (fresh or self.reuse or self.landed):
+                self._refuse_earlier(uploads)
             operations = []
             declare = not _through_xet()
             for item in uploads:
@@ -167,6 +180,8 @@ class HubTarget(PushTarget):
             info = api.create_commit(
                 self.repo, operations=operations, commit_message=message, repo_type="model"
             )
+        except PushFailed:
+            raise  # this push's own refusal, said as it is
         except Exception as exc:  # any client or network error fails this push only
             quota = quota_refusal(exc)
             if quota is not None:
@@ -184,7 +199,27 @@ class HubTarget(PushTarget):
                     permanent=True,
                 ) from exc
             raise PushFailed(f"push to {self.description} failed: {one_line(exc)}") from exc
+        self.landed = True
         return str(info.oid)
+
+    def _refuse_earlier(self, uploads: Sequence[StagedFile]) -> None:
+        """Preflight asked already, but a run may skip it, or a run of the same name may
+        have pushed since: the head's record is read before this run's first commit."""
+        staged = next((u for u in uploads if u.entry.path == RECORD), None)
+        if staged is None:
+            return
+        try:
+            ours = json.loads(staged.local.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        if not isinstance(ours, dict) or not isinstance(ours.get("name"), str):
+            return
+        where = f"model repo {self.repo}"
+        earlier = earlier_run(where, ours["name"], ours, lambda p: _small_file(self.repo, p))
+        if earlier is not None:
+            raise PushFailed(
+                f"push to {self.description} refused: {earlier}; {EARLIER_FIX}", permanent=True
+            )
 
     def verify(
         self, commit: str | None, expected: Sequence[ManifestEntry], uploaded: Sequence[StagedFile]
@@ -279,6 +314,20 @@ def _small_file(repo: str, path: str) -> bytes | None:
         return fetch(hf_hub_url(repo, path, endpoint=endpoint_set()), max_bytes=MAX_BYTES)
     except HubReadError:
         return None
+
+
+def _earlier(repo: str, paths: RunPaths) -> str | None:
+    """Whether the repo holds an earlier run of this run's name (runspec.push.owner_check),
+    this run as its record here says (none yet: not accepted). A damaged record says
+    nothing of which run it is: then the first push finds out."""
+    from runspec.store.state import DamagedRecord, RecordStore
+
+    try:
+        record = RecordStore(paths.state).load(paths.name)
+    except DamagedRecord:
+        return None
+    ours = record.to_json() if record is not None else None
+    return earlier_run(f"model repo {repo}", paths.name, ours, lambda path: _small_file(repo, path))
 
 
 def _compare(entry: ManifestEntry, remote: object) -> str | None:

@@ -53,6 +53,47 @@ def held_elsewhere(where: str, name: str, read: Reader) -> str | None:
 REUSE_FIX = "push to another repo (push.hub.repo), or set push.hub.reuse: true to share it"
 
 
+def _record(read: Reader) -> dict[str, Any] | None:
+    data = read(remote.RECORD)
+    if not data or len(data) > MAX_BYTES:
+        return None
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def earlier_run(where: str, name: str, ours: dict[str, Any] | None, read: Reader) -> str | None:
+    """Why the run `name`, whose record is `ours` (None: not accepted yet), may not push to
+    `where`: the target's record is of an earlier run of the same name (`runspec rm` freed
+    the name and a new run took it). A run that pushed before (its record has a last push,
+    carried over by a resume from the target) or that started when the target's record says
+    is the run the target holds. None when it may push, or when the target has no record."""
+    ours = ours or {}
+    if ours.get("last_push"):
+        return None
+    theirs = _record(read)
+    if theirs is None or theirs.get("name") != name:
+        return None  # no record, or another name's (held_elsewhere says that)
+    started = theirs.get("started_at")
+    if started == ours.get("started_at"):
+        return None  # this run: its first push landed and was not yet recorded here
+    epoch = theirs.get("epoch")
+    said = printable(str(started))[:40] if isinstance(started, str) else "at an unknown time"
+    got = f", epoch {epoch}" if isinstance(epoch, int) and not isinstance(epoch, bool) else ""
+    return (
+        f"{where} holds an earlier run also named {name!r} (started {said}{got}): this run's "
+        "pushes would replace its weights at the head"
+    )
+
+
+EARLIER_FIX = (
+    "`runspec submit --resume` goes on with that run; a new run pushes to another repo "
+    "(push.hub.repo), or sets push.hub.reuse: true to write over it"
+)
+
+
 # An org member with one of these roles cannot push to the org's repos (huggingface/hub-docs,
 # docs/hub/organizations-security.md: no_access, read, contributor, write, admin).
 NO_PUSH_ROLES = frozenset({"no_access", "read"})

@@ -9,6 +9,7 @@ every run it has queued; a foreground run is refused with the command that queue
 from __future__ import annotations
 
 from pathlib import Path
+from shlex import quote
 
 from runspec.spec.model import Spec
 from runspec.store.hint import command
@@ -17,9 +18,9 @@ from runspec.store.paths import StateLayout
 from runspec.store.state import DamagedRecord, RecordStore, RunStatus
 
 
-def refuse_beside_daemon(spec: Spec, state: Path, spec_file: Path) -> None:
+def refuse_beside_daemon(spec: Spec, state: Path, spec_file: Path, *, resume: bool = False) -> None:
     """Raise DaemonRunning when a daemon of `state` holds this spec's run unfinished, or
-    drives any run now."""
+    drives any run now. The submit it suggests keeps the `--resume` that was asked for."""
     layout = StateLayout(state)
     daemon = daemon_holder(layout)
     if daemon is None:
@@ -41,9 +42,11 @@ def refuse_beside_daemon(spec: Spec, state: Path, spec_file: Path) -> None:
                 why = f" and is training {record.name!r}"
                 break
     if why:
+        again = " --resume" if resume else ""
         raise DaemonRunning(
             f"runspecd (pid {daemon.pid}) drives this machine{why}: "
-            f"`{command(f'submit {spec_file}', layout.state)}` queues this spec behind it "
+            f"`{command(f'submit {quote(str(spec_file))}{again}', layout.state)}` queues this "
+            "spec behind it "
             f"(`{command('status', layout.state)}` shows "
             "the queue)"
         )

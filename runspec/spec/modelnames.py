@@ -25,6 +25,9 @@ WEIGHT_SUFFIXES = (".pt", ".pth", ".safetensors", ".onnx", ".engine", ".torchscr
 _HUB_HOST = "huggingface.co"
 _REPO_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _FILE_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,8}$")
+# Ultralytics' weight names (yolov8n.pt, yolov9s.pt, yolo11n-seg.pt, yolov5su.pt): the names a
+# YOLO user types first, and no file on this machine.
+_ULTRALYTICS = re.compile(r"^yolov?(\d+)([a-z]?)[a-z]?(-[a-z0-9]+)?\.pt$", re.IGNORECASE)
 
 
 @cache
@@ -85,8 +88,26 @@ def is_local_path(model: str) -> bool:
     return weights_file(model) is None and not is_hub_model(model) and "://" not in model
 
 
+def _ultralytics(model: str) -> str | None:
+    """Why an Ultralytics weights name is none of LibreYOLO's, with LibreYOLO's name for the
+    same model where it has one; None for any other name."""
+    found = _ULTRALYTICS.match(model)
+    if found is None:
+        return None
+    version, size = found.group(1), found.group(2).lower()
+    same = f"yolo{version}-{size}"
+    hint = f"did you mean {same!r}? " if size and same in names() else ""
+    return (
+        f"{model!r} is an Ultralytics weights name, not a LibreYOLO one; {hint}`libreyolo "
+        f"models` lists LibreYOLO's (yolo9-t, LibreYOLO9s.pt, ...); a checkpoint file of that "
+        f"name is given as a path (./{model})"
+    )
+
+
 def problem(model: str) -> str | None:
     """Why `model` is no model LibreYOLO can train, with a did-you-mean; None when it is."""
+    if weights_file(model) is None and (foreign := _ultralytics(model)) is not None:
+        return foreign
     if weights_file(model) is not None or is_checkpoint_ref(model):
         return None
     table = names()

@@ -82,7 +82,8 @@ _ENV_ROUTES = frozenset(
 )
 _ENV_FIX = "a spec may not set it; remove it (set it up on the machine itself if it must be)"
 _SECRET_HOME = (
-    "secrets reach runspec through the daemon's EnvironmentFile or the Hub's stored login, "
+    "secrets reach runspec through /etc/runspec/env (the daemon's environment) or the Hub's "
+    "stored login, "
     "never through a spec that may be committed to git"
 )
 
@@ -312,7 +313,7 @@ def _notify(data: dict[str, Any]) -> Iterator[Finding]:
             yield Finding(
                 ("notify", index),
                 f"this URL holds {what}: write the URL (or its token) as ${{NAME}} and set "
-                "NAME in the daemon's environment file (under an engine: its secrets), "
+                "NAME in /etc/runspec/env (under an engine: its secrets), "
                 "never in a spec",
             )
 

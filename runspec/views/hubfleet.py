@@ -91,8 +91,13 @@ def row(repo: str, sha: str, data: dict[str, Any], now: float, hit: bool) -> dic
     if record.get("terminal"):
         state = f"{state} (terminal)"
     ended = lease.get("ended_by") if isinstance(lease.get("ended_by"), dict) else None
+    # The final push is made while the run is `pushing`: the record it carries has its
+    # termination, and its deadline no longer counts down anything.
+    push = record.get("push") or {}
+    over = bool(record.get("termination")) or record.get("status") == "finished"
+    over = over or push.get("final") is True
     left = None
-    if record.get("deadline") and record.get("status") != "finished":
+    if record.get("deadline") and not over:
         try:
             left = parse_utc_iso(str(record["deadline"])) - now
         except (ValueError, OverflowError):
@@ -103,6 +108,7 @@ def row(repo: str, sha: str, data: dict[str, Any], now: float, hit: bool) -> dic
         "commit": sha,
         "name": record.get("name"),
         "state": state,
+        "under_way": bool(record) and not over,
         "epoch": record.get("epoch"),
         "total_epochs": record.get("total_epochs"),
         "last_push": record.get("push"),
@@ -120,7 +126,8 @@ def lines(org: str, rows: list[dict[str, Any]]) -> list[str]:
     """The table for people."""
     if not rows:
         return [f"no runs of {printable(org)} on the Hub (no model repo tagged {TAG!r})"]
-    out = [f"{len(rows)} runs of {printable(org)} on the Hub"]
+    going = sum(1 for row in rows if row.get("under_way"))
+    out = [f"{len(rows)} runs of {printable(org)} on the Hub: {going} under way"]
     for row in rows:
         epoch = f"epoch {row['epoch']}/{row['total_epochs']}" if row["epoch"] is not None else ""
         push = row["last_push"]

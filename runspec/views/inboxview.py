@@ -39,6 +39,22 @@ def waiting(inbox: Path) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (r["since"], r["name"]))
 
 
+def ignored(inbox: Path) -> list[str]:
+    """The inbox's files the daemon never takes as specs (a spec.json, notes.txt, a .YAML):
+    said, so a spec dropped under the wrong name does not wait there unseen."""
+    names = []
+    for entry in _entries(inbox):
+        if entry.name.startswith(".") or entry.name.endswith(SUFFIXES):
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                continue  # the daemon's own folders (rejected/, claimed/)
+        except OSError:
+            continue
+        names.append(entry.name)
+    return sorted(names)
+
+
 def _reason(error_file: Path) -> tuple[str, int]:
     """The first problem line of an `.error` file, and how many there are."""
     try:

@@ -87,8 +87,10 @@ def _low_space(paths: RunPaths) -> str | None:
     return None
 
 
-def _lease(paths: RunPaths) -> dict[str, Any] | None:
-    """What the box last wrote to its Hub lease (or read there: who ended it)."""
+def _lease(paths: RunPaths, record: RunRecord) -> dict[str, Any] | None:
+    """What the box last wrote to its Hub lease (or read there: who ended it). A copy written
+    before the run's latest resume is the attempt before's (closed, or ended by a watcher):
+    it is said as such, never as this attempt's lease."""
     try:
         data = json.loads(paths.lease_file.read_text()[:65536])
     except (OSError, ValueError):
@@ -96,7 +98,25 @@ def _lease(paths: RunPaths) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         return None
     keep = ("vouched_until", "renewed_at", "state", "final_verified", "timer", "ended_by")
-    return {k: data.get(k) for k in keep}
+    lease = {k: data.get(k) for k in keep}
+    resumed = resumed_at(record)
+    renewed = lease.get("renewed_at")
+    if resumed is not None and (not isinstance(renewed, str) or _before(renewed, resumed)):
+        return {"resumed_at": resumed, "before": lease}
+    return lease
+
+
+def resumed_at(record: RunRecord) -> str | None:
+    """When the run was last resumed: its last step out of `finished` (UTC); None if never."""
+    steps = [h.get("time") for h in record.history if h.get("from") == RunStatus.FINISHED.value]
+    return next((t for t in reversed(steps) if isinstance(t, str)), None)
+
+
+def _before(when: str, than: str) -> bool:
+    try:
+        return parse_utc_iso(when) < parse_utc_iso(than)
+    except (ValueError, OverflowError):
+        return True  # a time that cannot be read is no proof of a renewal since
 
 
 def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
@@ -129,8 +149,8 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
         "name": record.name,
         "status": record.status.value,
         "termination": record.termination.value if record.termination else None,
-        "reason": record.reason,
-        "why": record.why,
+        # One reason: why it ended, once it has; else why it is where it is now.
+        "reason": record.why if record.termination and record.why else record.reason,
         "epoch": record.epoch,
         "total_epochs": record.total_epochs,
         "eta_seconds": obs.get("eta_seconds"),
@@ -152,7 +172,7 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
             budget_stops_at(paths, spec) if record.status is RunStatus.TRAINING else None
         ),
         "transfer": read_snapshot(paths.transfer_file) if live else None,
-        "lease": _lease(paths),
+        "lease": _lease(paths, record),
         "elapsed_seconds": elapsed,
         "first_step_seconds": time_to_first_step(record, paths.control_dir),
         # Only a fitted schedule is news: otherwise train.epochs stands.

@@ -44,7 +44,7 @@ def _run_notes(r: dict[str, Any]) -> list[str]:
     name = r["name"]
     notes = []
     if r["termination"] in FAILED:
-        notes.append(f"{name}: {r['termination']}: {r.get('why') or r['reason']}")
+        notes.append(f"{name}: {r['termination']}: {r['reason']}")
     if r.get("budget_stops_at_epoch") is not None:
         notes.append(
             f"{name}: the budget stops this run at about epoch {r['budget_stops_at_epoch']} "
@@ -75,6 +75,12 @@ def _run_notes(r: dict[str, Any]) -> list[str]:
 
 
 def lease_text(lease: dict[str, Any]) -> str:
+    if lease.get("resumed_at") is not None:
+        before = lease.get("before") or {}
+        return (
+            f"lease not yet renewed since the resume at {lease['resumed_at']} (the attempt "
+            f"before's: {lease_text(before)})"
+        )
     ended = lease.get("ended_by")
     if isinstance(ended, dict):
         done = "" if ended.get("confirmed") else " (not confirmed)"
@@ -87,6 +93,19 @@ def lease_text(lease: dict[str, Any]) -> str:
     if isinstance(timer, dict):
         text += f"; provider timer: {timer.get('action')} at {timer.get('at')}"
     return text
+
+
+SHOWN_IGNORED = 5
+
+
+def ignored_text(names: list[str]) -> str:
+    """The inbox's files that are no specs, in one line."""
+    shown = ", ".join(names[:SHOWN_IGNORED])
+    more = f" (and {len(names) - SHOWN_IGNORED} more)" if len(names) > SHOWN_IGNORED else ""
+    return (
+        f"inbox: {len(names)} file(s) the daemon ignores, as only .yaml and .yml files are "
+        f"specs: {shown}{more}"
+    )
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -102,6 +121,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             lines.append((r["name"], "rejected", *DASHES))
             more = f" (and {r['problems'] - 1} more)" if r["problems"] > 1 else ""
             notes.append(f"{r['name']}: rejected at {r['time']}: {r['reason']}{more}")
+            notes.append(f"{r['name']}: the whole error is in {r['file']}.error; {r['clear']}")
         else:
             lines.append(_run_row(r))
             notes += _run_notes(r)

@@ -107,9 +107,11 @@ def pinned(lease: Lease, env: Mapping[str, str], opts: WatchOptions, clock: Cloc
             return found
 
     provider: Provider = Pinned(
-        environ, clock=clock, confirm_timeout=opts.confirm_timeout,
+        environ,
+        clock=clock,
+        confirm_timeout=opts.confirm_timeout,
         poll_interval=opts.poll_interval,
-    )  # fmt: skip
+    )
     return provider
 
 
@@ -221,9 +223,15 @@ def _bounded(ended_by: dict[str, Any]) -> dict[str, Any]:
 
 
 def _end(
-    repo: str, hub: HubLease, head: str, lease: Lease, decision: Decision, opts: WatchOptions,
-    env: dict[str, str], clock: Clock,
-) -> Seen:  # fmt: skip
+    repo: str,
+    hub: HubLease,
+    head: str,
+    lease: Lease,
+    decision: Decision,
+    opts: WatchOptions,
+    env: dict[str, str],
+    clock: Clock,
+) -> Seen:
     assert decision.action is not None
     action = decision.action
     if action is Action.DESTROY and lease.final_verified:
@@ -250,12 +258,16 @@ def _end(
         seen.error = f"the provider did not answer a read of the instance: {exc}"
         return seen
     ended_by = {
-        "by": "watch", "reason": decision.reason, "action": action.value,
-        "at": utc_iso(clock.time()), "confirmed": False, "watcher": socket.gethostname(),
+        "by": "watch",
+        "reason": decision.reason,
+        "action": action.value,
+        "at": utc_iso(clock.time()),
+        "confirmed": False,
+        "watcher": socket.gethostname(),
         # Unique per claim: huggingface_hub skips a commit whose files are unchanged, so two
         # watchers writing the same words in the same second would both seem to have won.
         "claim": secrets.token_hex(8),
-    }  # fmt: skip
+    }
     claimed = replace(lease, ended_by=_bounded(ended_by))
     # The claim lands before the provider is called. huggingface_hub retries the commit's
     # preupload request itself on a 429 or 5xx (1, 2, 4, 8, 8 s and any Retry-After): on a

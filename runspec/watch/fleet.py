@@ -110,11 +110,19 @@ def watch_pass(
     except LeaseError as exc:
         seen = [Seen(", ".join(targets), "error", "", error=str(exc))]
     else:
+        if not repos:  # an org with no run yet, or a misspelt one: never a silent pass
+            orgs = ", ".join(printable(t) for t in targets)
+            say(
+                f"nothing to watch: {orgs} has no model repo tagged {TAG!r} (a run's repo "
+                "gets the tag with its first push); check the name, or that the token may see "
+                "its private repos"
+            )
         seen = watch_all(repos, opts)
     for item in seen:
         say(line(item))
         if item.error or item.verdict == "end":
             kind = "failure" if item.error else "warning"
-            alerts.send_and_wait(Message(f"watch: {item.verdict}", f"runspec watch: {item.repo}",
-                                         line(item), kind))  # fmt: skip
+            alerts.send_and_wait(
+                Message(f"watch: {item.verdict}", f"runspec watch: {item.repo}", line(item), kind)
+            )
     return seen, not any(s.error for s in seen)

@@ -62,12 +62,21 @@ def install_hf_job(org: str, notify: Sequence[str]) -> dict[str, Any]:
     command = ["sh", "-c", 'pip install -q "$0" && exec "$@"', str(package), *watch]
     try:
         job = HfApi(endpoint=endpoint_set()).create_scheduled_job(
-            image=IMAGE, command=command, schedule=SCHEDULE, flavor=FLAVOR, secrets=secrets,
-            namespace=org, concurrency=False, name=f"runspec-watch-{org}",
-        )  # fmt: skip
+            image=IMAGE,
+            command=command,
+            schedule=SCHEDULE,
+            flavor=FLAVOR,
+            secrets=secrets,
+            namespace=org,
+            concurrency=False,
+            name=f"runspec-watch-{org}",
+        )
     except Exception as exc:  # the Hub's refusal, said in one line
         raise RunspecError(f"cannot create the scheduled job in {org}: {one_line(exc)}") from exc
     return {
-        "id": job.id, "schedule": SCHEDULE, "flavor": FLAVOR, "secrets": sorted(secrets),
+        "id": job.id,
+        "schedule": SCHEDULE,
+        "flavor": FLAVOR,
+        "secrets": sorted(secrets),
         "usd_per_day": round(USD_PER_DAY, 3),
-    }  # fmt: skip
+    }
