@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from runspec.clock import SYSTEM, Clock, utc_iso
-from runspec.errors import UsageError
+from runspec.errors import Cause, UsageError
 from runspec.store.atomic import write_bytes
 from runspec.store.hint import command
 from runspec.store.locks import FileLock, Holder, holder
@@ -257,21 +257,32 @@ class RunOwner:
             self.save()
 
     def transition(
-        self, new: RunStatus, reason: str, termination: Termination | None = None
+        self,
+        new: RunStatus,
+        reason: str,
+        termination: Termination | None = None,
+        cause: Cause | None = None,
     ) -> None:
+        """`cause`: a failure that was this machine's (runspec.errors.Cause)."""
         with self._lock:
+            if cause is not None:
+                self.record.cause = cause
             try:
                 self.store.transition(self.record, new, reason, termination)
             except OSError as exc:
                 self._unsaved_by(exc)
 
-    def failed(self, reason: str, termination: Termination, permanent: bool) -> None:
+    def failed(self, reason: str, termination: Termination, source: object = None) -> None:
         """The run failed before its end: on to its final push. A failure no retry can mend
-        (`permanent`) is marked terminal in the record, which is pushed with it."""
+        (its `source` says it is `permanent`) is marked terminal in the record, which is
+        pushed with it; one that was this machine's keeps its typed `cause` (a preflight's)."""
+        permanent = bool(getattr(source, "permanent", False))
+        cause = getattr(source, "cause", None)
+        cause = cause if isinstance(cause, Cause) else None
         with self._lock:
             if permanent:
                 self.record.terminal = {"reason": reason, "at": utc_iso(self.clock.time())}
-            self.transition(RunStatus.PUSHING, reason, termination)
+            self.transition(RunStatus.PUSHING, reason, termination, cause)
 
     def pushed(self, push: PushRecord) -> None:
         """The pusher's verified push."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from runspec.clock import SYSTEM, Clock, utc_iso
-from runspec.errors import RunspecError
+from runspec.errors import Cause, RunspecError
 from runspec.store.atomic import write_json_atomic
 from runspec.store.paths import StateLayout
 
@@ -72,6 +72,69 @@ ALLOWED: dict[RunStatus, frozenset[RunStatus]] = {
     S.FINISHED: frozenset(),
 }
 
+
+class Reopen(str, enum.Enum):
+    """The moves back, each named for what makes it; only a transition that names one may
+    take it, and its history entry says which (`via`)."""
+
+    RESUME = "resume"  # `--resume`: back to the preflight or the training, or its end goes on
+    REFINISH = "refinish"  # `runspec push --finish`: a finished run back to its finish
+    REBUILD = "rebuild"  # a damaged record under a live trainer, rebuilt (runspec.run.rebuild)
+
+
+# A final push or finish under way when its driver stopped: a resume lets it go on first.
+UNFINISHED_END = frozenset({S.PUSHING, S.FINISHING})
+BACKWARD: dict[Reopen, frozenset[tuple[RunStatus, RunStatus]]] = {
+    Reopen.RESUME: frozenset(
+        {(old, new) for old in S if old not in UNFINISHED_END for new in (S.PREFLIGHT, S.TRAINING)}
+        | {(end, end) for end in UNFINISHED_END}
+    ),
+    Reopen.REFINISH: frozenset({(S.FINISHED, S.FINISHING)}),
+    # A rebuilt record starts anew (queued) and takes up the training its trainer is in.
+    Reopen.REBUILD: frozenset({(S.QUEUED, S.TRAINING)}),
+}
+
+
+def named(old: str, new: str, via: str | None = None) -> bool:
+    """Whether the table names the move `old -> new` (by `via`, for a move back)."""
+    try:
+        edge = (RunStatus(old), RunStatus(new))
+        return edge in BACKWARD[Reopen(via)] if via else edge[1] in ALLOWED[edge[0]]
+    except ValueError:
+        return False
+
+
+def unnamed_edges(history: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The entries of a record's history whose move the table does not name."""
+    return [h for h in history if not named(h.get("from", ""), h.get("to", ""), h.get("via"))]
+
+
+def move(
+    record: RunRecord,
+    new: RunStatus,
+    reason: str,
+    now: float,
+    termination: Termination | None = None,
+    via: Reopen | None = None,
+) -> RunStatus:
+    """Check the move and make it in `record` (nothing saved: RecordStore.transition saves;
+    a record being built, not yet saved, moves with this alone). Returns the old status."""
+    old = record.status
+    if not named(old.value, new.value, via.value if via else None):
+        how = f" (by {via.value})" if via else ""
+        raise TransitionError(f"run {record.name}: {old.value} -> {new.value}{how} is not allowed")
+    record.status = new
+    if termination is not None:
+        record.termination = termination
+        record.why = reason
+    when = utc_iso(now)
+    record.ended_at = when if new is RunStatus.FINISHED else None
+    record.reason = reason
+    entry = {"time": when, "from": old.value, "to": new.value, "reason": reason}
+    record.history.append(entry | ({"via": via.value} if via else {}))
+    return old
+
+
 RECORD_SCHEMA = 1  # the record.json format this runspec writes and reads
 
 
@@ -95,6 +158,8 @@ class RunRecord:
     status: RunStatus = RunStatus.QUEUED
     termination: Termination | None = None
     why: str = ""  # why it ended, in a person's words (set with the termination)
+    # A failure that was this machine's, decided where it was caught: an engine's retry (75).
+    cause: Cause | None = None
     reason: str = ""  # the reason of the latest transition
     queued_at: str | None = None
     started_at: str | None = None  # the run's first start (UTC); the budget counts from here
@@ -133,6 +198,7 @@ class RunRecord:
         data = asdict(self)
         data["status"] = self.status.value
         data["termination"] = self.termination.value if self.termination else None
+        data["cause"] = self.cause.value if self.cause else None
         return data
 
     @classmethod
@@ -151,6 +217,7 @@ class RunRecord:
         kwargs["status"] = RunStatus(kwargs.get("status", "queued"))
         term = kwargs.get("termination")
         kwargs["termination"] = Termination(term) if term else None
+        kwargs["cause"] = Cause(kwargs["cause"]) if kwargs.get("cause") else None
         if kwargs.get("last_push"):
             kwargs["last_push"] = PushRecord(**kwargs["last_push"])
         counts = ("epoch", "total_epochs", "restarts_used", "resumes")
@@ -289,19 +356,11 @@ class RecordStore:
         new: RunStatus,
         reason: str,
         termination: Termination | None = None,
+        via: Reopen | None = None,
     ) -> None:
-        """The only way a status changes: check the move, log it, persist it."""
-        old = record.status
-        if new not in ALLOWED[old]:
-            raise TransitionError(f"run {record.name}: {old.value} -> {new.value} is not allowed")
-        record.status = new
-        if termination is not None:
-            record.termination = termination
-            record.why = reason
-        now = utc_iso(self.clock.time())
-        if new is RunStatus.FINISHED:
-            record.ended_at = now
-        record.reason = reason
-        record.history.append({"time": now, "from": old.value, "to": new.value, "reason": reason})
-        log.info("%s: %s -> %s (%s)", record.name, old.value, new.value, reason)
+        """The only way a status changes: check the move, log it, persist it. A move back
+        names what makes it (`via`), and the table must name that move."""
+        old = move(record, new, reason, self.clock.time(), termination, via)
+        how = f" by {via.value}" if via else ""
+        log.info("%s: %s -> %s%s (%s)", record.name, old.value, new.value, how, reason)
         self.save(record)
