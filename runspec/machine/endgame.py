@@ -39,7 +39,7 @@ from runspec.machine.verdict import MachineVerdict, machine_verdict, run_safety
 from runspec.providers.persist import Attempt
 from runspec.spec.loader import load_accepted
 from runspec.spec.model import FinishAction, FinishSpec, Spec
-from runspec.store.finishrecord import FinishRecord, FinishStep
+from runspec.store.finishrecord import EndAction, FinishRecord, FinishStep
 from runspec.store.locks import FileLock, Holder
 from runspec.store.owner import RunOwner, daemon_holder
 from runspec.store.paths import RunPaths, StateLayout
@@ -233,7 +233,7 @@ class Endgame:
         pending: Pending,
         verified: bool,
         *,
-        resume: str | None,
+        resume: EndAction | None,
         announce: Callable[[Decision], None] | None = None,
     ) -> Outcome:
         alerts = self.alerts(pending.run)
@@ -241,7 +241,7 @@ class Endgame:
         decision = resolve(
             pending.finish, verified, host, clock=self.clock, say=self.say, resume=resume
         )
-        fresh_destroy = decision.action == "destroy" and resume is None
+        fresh_destroy = decision.action is EndAction.DESTROY and resume is None
         not_read = unread(self.layout, self.say) if fresh_destroy else None
         if not_read is not None:
             # A destroy ends every run's disk: every run's weights must have read back.
@@ -255,7 +255,7 @@ class Endgame:
         if pending.until is None:
             pending.until = end_until(self.layout, pending.run, host, self.clock.time())
 
-        def begin(action: str) -> None:
+        def begin(action: EndAction) -> None:
             # Written before the action is taken: a restart then confirms it, never repeats it.
             if (pending.step, pending.action) != ("applying", action):
                 pending.step, pending.action, pending.verified = "applying", action, verified
@@ -316,7 +316,7 @@ class Endgame:
             )
             announce(decision)
 
-            def begin(action: str) -> None:
+            def begin(action: EndAction) -> None:
                 # Recorded before a command runs: a restart never runs it a second time.
                 owner.finish_noted(FinishRecord.applying(action).to_json())
 

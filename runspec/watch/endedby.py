@@ -18,7 +18,7 @@ from typing import Any
 from runspec.clock import Clock, utc_iso
 from runspec.hubread import MAX_BYTES
 from runspec.spec.model import Spec
-from runspec.store.finishrecord import FinishRecord, FinishResult
+from runspec.store.finishrecord import EndAction, FinishRecord, FinishResult
 from runspec.store.owner import RunOwner
 from runspec.store.paths import RunPaths
 from runspec.store.state import RunStatus
@@ -77,7 +77,7 @@ def finish_as_ended(
     say(warning(f"finish: not applied: this box was {summary}; runspec calls no provider"))
     result = FinishResult(
         requested=spec.finish.action.value,
-        action="none",
+        action=EndAction.NONE,
         verified=bool(owner.record.last_push and owner.record.last_push.final),
         dry_run=False,
         ok=True,
