@@ -23,6 +23,7 @@ from runspec.store.state import (
     Reopen,
     RunRecord,
     RunStatus,
+    Terminal,
     TransitionError,
     unnamed_edges,
 )
@@ -140,9 +141,18 @@ def test_an_older_record_loads_and_its_unnamed_moves_are_found() -> None:
             {"time": "t", "from": "finished", "to": "finishing", "reason": "push --finish"},
         ],
     }
+    old["terminal"] = {"reason": "dataset: no repo org/x", "at": "2026-12-01T00:00:00+00:00"}
+    old["rebuilt"] = {"reason": "truncated", "kept_as": "record.damaged-x.json", "at": "t"}
     record = RunRecord.from_json(json.loads(json.dumps(old)))
     assert record.status is S.FINISHING and record.finish["action"] == "stop"
     assert [h["from"] for h in unnamed_edges(record.history)] == ["damaged", "finished"]
+    # The marks are typed, and written back as the same objects.
+    assert record.terminal == Terminal("dataset: no repo org/x", "2026-12-01T00:00:00+00:00")
+    assert record.rebuilt is not None and record.rebuilt.kept_as == "record.damaged-x.json"
+    assert record.to_json()["terminal"] == old["terminal"]
+    for hostile in ({"reason": 5, "at": "t"}, {"reason": "x"}, "failed", [1]):
+        with pytest.raises(TypeError, match="terminal"):
+            RunRecord.from_json({**old, "terminal": hostile})
 
 
 def _job_folder(write_spec: SpecWriter, tmp_path: Path) -> RunPaths:

@@ -22,6 +22,7 @@ from runspec.store.paths import RunPaths, StateLayout
 from runspec.store.state import (
     Damaged,
     PushRecord,
+    Rebuilt,
     RecordStore,
     Reopen,
     RunRecord,
@@ -69,7 +70,7 @@ def rebuilt_record(paths: RunPaths, clock: Clock, damaged: Damaged) -> RunRecord
         epoch=marker.epoch if marker is not None else 0,
         total_epochs=job.epochs,
         spec_rules=RULES_VERSION,
-        rebuilt={"reason": damaged.reason, "kept_as": damaged.kept_as, "at": now},
+        rebuilt=Rebuilt(damaged.reason, damaged.kept_as, now),
     )
     manifest = Manifest.load(paths.pushed_manifest)
     if manifest is not None:

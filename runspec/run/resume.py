@@ -165,7 +165,7 @@ def _refuse_unresumable(
             f"this one {spec.sha256[:12]}); resume it with the spec it ran"
         )
     if record.terminal:
-        why = printable(str(record.terminal.get("reason", "")))
+        why = printable(record.terminal.reason)
         raise CannotResume(
             f"run {spec.name!r} failed for good and is not resumed: {why}; fix the spec, then "
             f"{_start_over(spec, state, target)}"

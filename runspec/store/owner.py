@@ -28,7 +28,14 @@ from runspec.store.hint import command
 from runspec.store.locks import FileLock, Holder, holder
 from runspec.store.paths import RunPaths, StateLayout
 from runspec.store.room import free_bytes, is_no_space, is_unwritable, write_note
-from runspec.store.state import PushRecord, RecordStore, RunRecord, RunStatus, Termination
+from runspec.store.state import (
+    PushRecord,
+    RecordStore,
+    RunRecord,
+    RunStatus,
+    Terminal,
+    Termination,
+)
 from runspec.voice import error
 
 log = logging.getLogger("runspec.store.owner")
@@ -281,7 +288,7 @@ class RunOwner:
         cause = cause if isinstance(cause, Cause) else None
         with self._lock:
             if permanent:
-                self.record.terminal = {"reason": reason, "at": utc_iso(self.clock.time())}
+                self.record.terminal = Terminal(reason, utc_iso(self.clock.time()))
             self.transition(RunStatus.PUSHING, reason, termination, cause)
 
     def pushed(self, push: PushRecord) -> None:
