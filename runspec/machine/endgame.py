@@ -54,7 +54,7 @@ FALLBACK_LOCK_DIR = Path("/run/runspec")  # the machine lock when the state fold
 
 
 @dataclass(frozen=True)
-class Outcome:
+class EndOutcome:
     """What an entry did: waited (`wait`, `blocked`), found nothing to do, or applied."""
 
     state: Literal["nothing", "wait", "blocked", "applied"]
@@ -187,23 +187,23 @@ class Endgame:
         *,
         finishing: str | None = None,
         announce: Callable[[Decision], None] | None = None,
-    ) -> Outcome:
+    ) -> EndOutcome:
         """Apply the armed end if the machine may end now; go on from wherever a previous
         entry stopped. `finishing`: the run whose own end this is (judged by its files);
         `announce`: how that run tells the decision, right before it is acted on."""
         with self._locked() as mine:
             if not mine:
-                return Outcome("wait", "another process is deciding the machine's end")
+                return EndOutcome("wait", "another process is deciding the machine's end")
             return self._enter(finishing, announce)
 
     def _enter(
         self, finishing: str | None, announce: Callable[[Decision], None] | None = None
-    ) -> Outcome:
+    ) -> EndOutcome:
         pending = self.load()
         if pending is None:
-            return Outcome("nothing", "no machine-ending finish is armed")
+            return EndOutcome("nothing", "no machine-ending finish is armed")
         if pending.step == "applied":
-            return Outcome("applied", "applied before", _result_from_json(pending.result))
+            return EndOutcome("applied", "applied before", _result_from_json(pending.result))
         if pending.step == "applying" and pending.action is not None:
             # Begun before a restart: finished as it was begun, never chosen again; judged
             # again all the same, so a destroy is never sent anew onto unsafe weights.
@@ -216,7 +216,7 @@ class Endgame:
                 pending.judged = verdict.why
                 self._save(pending, f"the end armed for {pending.run} waits: {verdict.why}")
                 self.say(f"the machine's end waits: {verdict.why}")
-            return Outcome(verdict.verdict, verdict.why)
+            return EndOutcome(verdict.verdict, verdict.why)
         verified = verdict.safe and not pending.force_unverified
         self.say(f"the machine's end: {verdict.why}")
         pending.judged = verdict.why
@@ -235,7 +235,7 @@ class Endgame:
         *,
         resume: EndAction | None,
         announce: Callable[[Decision], None] | None = None,
-    ) -> Outcome:
+    ) -> EndOutcome:
         alerts = self.alerts(pending.run)
         host = self.finish_host
         decision = resolve(
@@ -285,7 +285,7 @@ class Endgame:
         pending.action = pending.action or result.action
         self._save(pending, f"applied for {pending.run}: {result.summary}")
         self._unconfirmed(alerts, pending.run, result)
-        return Outcome("applied", result.summary, result)
+        return EndOutcome("applied", result.summary, result)
 
     def _unconfirmed(self, alerts: Alerts, run: str, result: FinishResult) -> None:
         """A finish that did not do what it set out to (a refused destroy, a kept machine):
@@ -359,22 +359,22 @@ class Endgame:
             owner.transition(RunStatus.FINISHED, deferred.summary)
 
     # --- the failsafe ---------------------------------------------------------------------
-    def failsafe(self, run: str, finish: FinishSpec, hourly_cost: float | None) -> Outcome:
+    def failsafe(self, run: str, finish: FinishSpec, hourly_cost: float | None) -> EndOutcome:
         """The timer fired and the run never ended: its unverified choice, unless the machine
         is safe or already ending. Nothing waits any more: the deadline is long past."""
         with self._locked() as mine:
             if not mine:
-                return Outcome("wait", "another process is deciding the machine's end")
+                return EndOutcome("wait", "another process is deciding the machine's end")
             current = self.load()  # an end under way is finished, if the armed spec says so
             if current is not None and current.step == "applying" and resumable(current, finish):
                 return self._enter(run)
             if current is not None and _ended_the_machine(current):
-                return Outcome("applied", "the machine's end was applied already")
+                return EndOutcome("applied", "the machine's end was applied already")
             verdict = machine_verdict(self.layout, finishing=run, daemon_alive=False)
             if verdict.verdict in ("blocked", "wait"):
                 # A damaged run, or another run still driven by a live process: runspec is
                 # not dead, and nothing may end the machine under a run being driven.
-                return Outcome(verdict.verdict, verdict.why)
+                return EndOutcome(verdict.verdict, verdict.why)
             pending = Pending(
                 run=run,
                 finish=finish,

@@ -21,7 +21,7 @@ from typing import Any
 from runspec.clock import SYSTEM, Clock, human_duration, utc_iso
 from runspec.machine.decision import Decision, resolve
 from runspec.machine.host import NO_POWEROFF_ENV, REAL_POWEROFF, FinishHost, container_reason
-from runspec.providers import Action, Outcome, Provider, ProviderError
+from runspec.providers import Action, Provider, ProviderError, ProviderOutcome
 from runspec.providers.persist import Attempt, Refused, Window, keep_ending
 from runspec.secrets.apartuid import as_root
 from runspec.spec.model import FinishSpec
@@ -322,7 +322,7 @@ class _Finisher:
 
     def keep_trying(
         self, provider: Provider, action: Action, resumed: bool, send: bool, share: float
-    ) -> tuple[Outcome | None, str]:
+    ) -> tuple[ProviderOutcome | None, str]:
         """(the outcome, or None when refused for good; the refusal). A destroy gets
         `share` of the time left, so a fallback stop still has its turn."""
         left = max(0.0, self.until - self.clock.time()) * share

@@ -28,7 +28,7 @@ from runspec.providers.base import GONE, Action, Provider, ProviderError
 from runspec.providers.detect import PROVIDERS
 from runspec.providers.persist import Refused, Window, keep_ending
 from runspec.push.base import one_line
-from runspec.watch.judge import Decision, Verdict, judge
+from runspec.watch.judge import Verdict, WatchDecision, judge
 from runspec.watch.lease import (
     LEASE_PATH,
     DamagedLease,
@@ -217,7 +217,7 @@ def _bounded(ended_by: dict[str, Any]) -> dict[str, Any]:
 
 
 def _end(
-    repo: str, hub: HubLease, head: str, lease: Lease, decision: Decision, opts: WatchOptions,
+    repo: str, hub: HubLease, head: str, lease: Lease, decision: WatchDecision, opts: WatchOptions,
     env: dict[str, str], clock: Clock,
 ) -> Seen:  # fmt: skip
     assert decision.action is not None
