@@ -19,6 +19,7 @@ from runspec.store.paths import RunPaths
 from runspec.store.state import (
     BACKWARD,
     Damaged,
+    DiskFull,
     RecordStore,
     Reopen,
     RunRecord,
@@ -153,6 +154,13 @@ def test_an_older_record_loads_and_its_unnamed_moves_are_found() -> None:
     for hostile in ({"reason": 5, "at": "t"}, {"reason": "x"}, "failed", [1]):
         with pytest.raises(TypeError, match="terminal"):
             RunRecord.from_json({**old, "terminal": hostile})
+    full = {"path": "/data", "needed": 35_000_000, "free": 0, "since": "t", "what": "staging"}
+    record = RunRecord.from_json({**old, "disk_full": full})
+    assert record.disk_full == DiskFull("/data", 35_000_000, 0, "t", "staging")
+    assert record.to_json()["disk_full"] == full
+    for hostile in ({**full, "needed": [1]}, {**full, "free": "lots"}, {"path": "/data"}):
+        with pytest.raises(TypeError, match="disk_full"):
+            RunRecord.from_json({**old, "disk_full": hostile})
 
 
 def _job_folder(write_spec: SpecWriter, tmp_path: Path) -> RunPaths:

@@ -29,6 +29,7 @@ from runspec.store.locks import FileLock, Holder, holder
 from runspec.store.paths import RunPaths, StateLayout
 from runspec.store.room import free_bytes, is_no_space, is_unwritable, write_note
 from runspec.store.state import (
+    DiskFull,
     PushRecord,
     RecordStore,
     RunRecord,
@@ -183,13 +184,13 @@ class RunOwner:
         path = self.store.path(self.name)
         if self.record.disk_full is None:
             free = free_bytes(str(path.parent))
-            self.record.disk_full = {
-                "path": str(path.parent),
-                "needed": "a few kilobytes for the run's record",
-                "free": free,
-                "since": utc_iso(self.clock.time()),
-            }
-            write_note(self.note, self.record.disk_full)
+            self.record.disk_full = DiskFull(
+                str(path.parent),
+                "a few kilobytes for the run's record",
+                free,
+                utc_iso(self.clock.time()),
+            )
+            write_note(self.note, self.record.disk_full.to_json())
             log.debug("%s: cannot save the record: %s", self.name, exc)
             self.on_disk_full(
                 error(
@@ -202,15 +203,10 @@ class RunOwner:
     def note_disk_full(self, path: str, needed: int | str, what: str) -> None:
         """Another write (a staged checkpoint, the trainer's) failed for want of space."""
         with self._lock:
-            first = self.record.disk_full is None or self.record.disk_full.get("path") != path
-            self.record.disk_full = {
-                "path": path,
-                "needed": needed,
-                "free": free_bytes(path),
-                "since": utc_iso(self.clock.time()),
-                "what": what,
-            }
-            write_note(self.note, self.record.disk_full)
+            first = self.record.disk_full is None or self.record.disk_full.path != path
+            since = utc_iso(self.clock.time())
+            self.record.disk_full = DiskFull(path, needed, free_bytes(path), since, what)
+            write_note(self.note, self.record.disk_full.to_json())
             if first:
                 self.on_disk_full(error(f"DISK FULL: {what}"))
             self.save()

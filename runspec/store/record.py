@@ -91,6 +91,31 @@ class Rebuilt:
         return cls(**_strings(data, "rebuilt", ("reason", "kept_as", "at")))
 
 
+@dataclass(frozen=True)
+class DiskFull:
+    """Set while a write failed for want of space (the record's own, a staged checkpoint, the
+    trainer's), cleared when space is back."""
+
+    path: str
+    needed: int | str  # bytes, or in words ("a few kilobytes for the run's record")
+    free: int | None  # bytes free when it was seen; None: unknown
+    since: str
+    what: str = ""  # what could not be written, in words
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: object) -> DiskFull:
+        if not isinstance(data, dict) or not {"path", "needed", "since"} <= set(data):
+            raise TypeError("disk_full is not an object of path, needed, since")
+        free, needed = data.get("free"), data["needed"]
+        ok = isinstance(needed, int | str) and (free is None or isinstance(free, int))
+        if not ok or not all(isinstance(data.get(k, ""), str) for k in ("path", "since", "what")):
+            raise TypeError("disk_full holds a field of the wrong type")
+        return cls(data["path"], needed, free, data["since"], data.get("what", ""))
+
+
 def _strings(data: object, key: str, names: tuple[str, ...]) -> dict[str, str]:
     """The named string fields of an object, and no others (TypeError otherwise)."""
     if not isinstance(data, dict) or set(data) != set(names):
@@ -126,8 +151,7 @@ class RunRecord:
     push_error: str | None = None
     finish: dict[str, Any] = field(default_factory=dict)
     cost: dict[str, Any] = field(default_factory=dict)
-    # Set while a write failed for want of space: {"path", "needed", "since"}; None otherwise.
-    disk_full: dict[str, Any] | None = None
+    disk_full: DiskFull | None = None  # set while a write failed for want of space
     # The schedule fitted to the budget (runspec.budgetfit.Fit); None: train.epochs stands.
     fit: dict[str, Any] | None = None
     history: list[dict[str, str]] = field(default_factory=list)
@@ -173,7 +197,12 @@ class RunRecord:
                 raise TypeError(f"{key} is not an object")
         if not isinstance(kwargs.get("fit"), dict | None):
             raise TypeError("fit is not an object")
-        for key, mark in (("terminal", Terminal), ("rebuilt", Rebuilt)):
+        marks: tuple[tuple[str, Any], ...] = (
+            ("terminal", Terminal),
+            ("rebuilt", Rebuilt),
+            ("disk_full", DiskFull),
+        )
+        for key, mark in marks:
             if kwargs.get(key) is not None:
                 kwargs[key] = mark.from_json(kwargs[key])
         if not isinstance(kwargs.get("history", []), list):

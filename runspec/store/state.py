@@ -23,6 +23,7 @@ from runspec.store.paths import StateLayout
 from runspec.store.record import (
     RECORD_SCHEMA,
     STOP_REASONS,
+    DiskFull,
     PushRecord,
     Rebuilt,
     RunRecord,
@@ -41,6 +42,7 @@ __all__ = [
     "UNFINISHED_END",
     "Damaged",
     "DamagedRecord",
+    "DiskFull",
     "PushRecord",
     "Rebuilt",
     "RecordStore",

@@ -143,7 +143,8 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
         ),
         "push_error": record.push_error,
         # The note when the disk is too full for the record itself to be saved.
-        "disk_full": read_note(paths.disk_note) or record.disk_full,
+        "disk_full": read_note(paths.disk_note)
+        or (record.disk_full.to_json() if record.disk_full else None),
         "low_space": _low_space(paths) if live else None,
         "driven_by": str(owner) if owner is not None else None,
         "nobody_drives": orphan,
