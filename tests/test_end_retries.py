@@ -146,7 +146,7 @@ def test_a_run_whose_end_was_never_confirmed_is_ended_by_its_failsafe(
     ran_out = FinishResult(
         "destroy", EndAction.DESTROY, True, False, False, "DELETE", "not confirmed"
     )
-    record.finish = FinishRecord.applied(ran_out).to_json()
+    record.finish = FinishRecord.applied(ran_out)
     store.save(record)
     assert failsafe.should_fire(record)[0]
 
@@ -245,7 +245,7 @@ def test_the_failsafe_past_the_overrun_keeps_asking_for_the_whole_end_window(
     ran_out = FinishResult(
         "destroy", EndAction.DESTROY, True, False, False, "DELETE", "not confirmed"
     )
-    record.finish = FinishRecord.applied(ran_out).to_json()
+    record.finish = FinishRecord.applied(ran_out)
     store.save(record)
     VastInstance(standin, deletes=(Answer(500, "down"),), puts=(Answer(503, "down"),))
     env = {**provider_env, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": "k"}
@@ -278,7 +278,7 @@ def test_the_failsafe_never_runs_a_command_that_machine_json_names_and_its_spec_
     ran_out = FinishResult(
         "destroy", EndAction.DESTROY, True, False, False, "DELETE", "not confirmed"
     )
-    record.finish = FinishRecord.applied(ran_out).to_json()
+    record.finish = FinishRecord.applied(ran_out)
     store.save(record)
     marker = tmp_path / "planted-ran"
     layout = StateLayout(state)

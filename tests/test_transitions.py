@@ -15,6 +15,7 @@ from runspec.clock import ManualClock, utc_iso
 from runspec.run.accept import accept
 from runspec.run.rebuild import rebuilt_record
 from runspec.spec.loader import load_accepted
+from runspec.store.finishrecord import EndAction
 from runspec.store.paths import RunPaths
 from runspec.store.state import (
     BACKWARD,
@@ -135,7 +136,7 @@ def test_an_older_record_loads_and_its_unnamed_moves_are_found() -> None:
         "name": "r",
         "spec_sha256": "0" * 64,
         "status": "finishing",
-        "finish": {"action": "stop"},
+        "finish": {"step": "applying", "action": "stop"},
         "history": [
             {"time": "t", "from": "damaged", "to": "training", "reason": "rebuilt"},
             {"time": "t", "from": "training", "to": "pushing", "reason": "stopped"},
@@ -145,7 +146,9 @@ def test_an_older_record_loads_and_its_unnamed_moves_are_found() -> None:
     old["terminal"] = {"reason": "dataset: no repo org/x", "at": "2026-12-01T00:00:00+00:00"}
     old["rebuilt"] = {"reason": "truncated", "kept_as": "record.damaged-x.json", "at": "t"}
     record = RunRecord.from_json(json.loads(json.dumps(old)))
-    assert record.status is S.FINISHING and record.finish["action"] == "stop"
+    assert record.status is S.FINISHING and record.finish is not None
+    assert record.finish.action is EndAction.STOP
+    assert record.to_json()["finish"]["action"] == "stop"
     assert [h["from"] for h in unnamed_edges(record.history)] == ["damaged", "finished"]
     # The marks are typed, and written back as the same objects.
     assert record.terminal == Terminal("dataset: no repo org/x", "2026-12-01T00:00:00+00:00")

@@ -309,7 +309,7 @@ class Endgame:
             alerts.send_and_wait(messages.ended(spec, paths, owner.record, safety.safe, nxt))
 
         if not ends_machine(finish, safety.safe):
-            begun = FinishRecord.from_json(owner.record.finish)
+            begun = owner.record.finish
             resume = begun.action if begun and begun.step is FinishStep.APPLYING else None
             decision = resolve(
                 finish, safety.safe, self.finish_host, clock=self.clock, say=self.say, resume=resume
@@ -318,7 +318,7 @@ class Endgame:
 
             def begin(action: EndAction) -> None:
                 # Recorded before a command runs: a restart never runs it a second time.
-                owner.finish_noted(FinishRecord.applying(action).to_json())
+                owner.finish_noted(FinishRecord.applying(action))
 
             result = apply_finish(
                 finish,
@@ -332,7 +332,7 @@ class Endgame:
                 decision=decision,
                 hooks=FinishHooks(begin=begin),
             )
-            owner.finish_noted(FinishRecord.applied(result).to_json())
+            owner.finish_noted(FinishRecord.applied(result))
             owner.transition(RunStatus.FINISHED, f"finish: {result.summary}")
             self._unconfirmed(alerts, spec.name, result)
             self.enter()  # another run's end may have waited for this one
@@ -348,14 +348,14 @@ class Endgame:
         )
         outcome = self.enter(finishing=spec.name, announce=announce)
         if outcome.result is not None:
-            owner.finish_noted(FinishRecord.applied(outcome.result).to_json())
+            owner.finish_noted(FinishRecord.applied(outcome.result))
             owner.transition(RunStatus.FINISHED, f"finish: {outcome.result.summary}")
         else:
             deferred = FinishRecord.deferred(outcome.why)
             self.say(deferred.summary)
             said = f"finish{' (dry run)' if self.dry_run else ''}: deferred ({outcome.why})"
             alerts.send_and_wait(messages.ended(spec, paths, owner.record, safety.safe, said))
-            owner.finish_noted(deferred.to_json())
+            owner.finish_noted(deferred)
             owner.transition(RunStatus.FINISHED, deferred.summary)
 
     # --- the failsafe ---------------------------------------------------------------------

@@ -291,7 +291,7 @@ def _reopen(
         new = old  # its final push or finish was under way: that goes on first
     else:
         new = RunStatus.TRAINING if staged and record.epoch > 0 else RunStatus.PREFLIGHT
-        record.termination, record.why, record.cause, record.finish = None, "", None, {}
+        record.termination, record.why, record.cause, record.finish = None, "", None, None
     record.push_error = None
     record.resumes += 1
     handle = TrainerHandle.find(paths)
@@ -325,7 +325,7 @@ def refinish(record: RunRecord, store: RecordStore) -> None:
     """A finished run back to its finish (`runspec push NAME --finish`, once its final push is
     verified): the machine's end judges it again, by the same gate as at its first end."""
     reason = "finish asked again after a verified push (runspec push --finish)"
-    record.finish = {}
+    record.finish = None
     store.transition(record, RunStatus.FINISHING, reason, via=Reopen.REFINISH)
 
 

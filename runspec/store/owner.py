@@ -24,6 +24,7 @@ from typing import Any
 from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.errors import Cause, UsageError
 from runspec.store.atomic import write_bytes
+from runspec.store.finishrecord import FinishRecord
 from runspec.store.hint import command
 from runspec.store.locks import FileLock, Holder, holder
 from runspec.store.paths import RunPaths, StateLayout
@@ -253,7 +254,7 @@ class RunOwner:
             self.record.fit, self.record.total_epochs = fit, epochs
             self.save()
 
-    def finish_noted(self, finish: dict[str, Any]) -> None:
+    def finish_noted(self, finish: FinishRecord) -> None:
         """How far the run's own finish got (runspec.machine.endgame writes it)."""
         with self._lock:
             self.record.finish = finish

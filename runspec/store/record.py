@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from runspec.errors import Cause
+from runspec.store.finishrecord import FinishRecord
 
 
 class RunStatus(str, enum.Enum):
@@ -149,7 +150,7 @@ class RunRecord:
     restarts_used: int = 0
     last_push: PushRecord | None = None
     push_error: str | None = None
-    finish: dict[str, Any] = field(default_factory=dict)
+    finish: FinishRecord | None = None  # how far its own finish got (runspec.machine.endgame)
     cost: dict[str, Any] = field(default_factory=dict)
     disk_full: DiskFull | None = None  # set while a write failed for want of space
     # The schedule fitted to the budget (runspec.budgetfit.Fit); None: train.epochs stands.
@@ -167,6 +168,7 @@ class RunRecord:
         data["status"] = self.status.value
         data["termination"] = self.termination.value if self.termination else None
         data["cause"] = self.cause.value if self.cause else None
+        data["finish"] = self.finish.to_json() if self.finish is not None else {}
         return data
 
     @classmethod
@@ -195,6 +197,7 @@ class RunRecord:
         for key in ("finish", "cost"):
             if not isinstance(kwargs.get(key, {}), dict):
                 raise TypeError(f"{key} is not an object")
+        kwargs["finish"] = FinishRecord.from_json(kwargs.get("finish") or {})
         if not isinstance(kwargs.get("fit"), dict | None):
             raise TypeError("fit is not an object")
         marks: tuple[tuple[str, Any], ...] = (

@@ -86,5 +86,5 @@ def finish_as_ended(
         detail=json.dumps(ended, sort_keys=True)[:2000],
         started_at=utc_iso(clock.time()),
     )
-    owner.finish_noted(FinishRecord.applied(result).to_json())
+    owner.finish_noted(FinishRecord.applied(result))
     owner.transition(RunStatus.FINISHED, f"finish: {summary}")
