@@ -164,6 +164,14 @@ def test_an_older_record_loads_and_its_unnamed_moves_are_found() -> None:
     for hostile in ({**full, "needed": [1]}, {**full, "free": "lots"}, {"path": "/data"}):
         with pytest.raises(TypeError, match="disk_full"):
             RunRecord.from_json({**old, "disk_full": hostile})
+    cost = {"billed_s": 600.0, "usd": 0.5, "gpu_idle_s": 60.0, "idle_by_status": {"pushing": 60.0}}
+    record = RunRecord.from_json({**old, "cost": cost})
+    assert record.cost is not None and record.cost.usd == 0.5 and record.to_json()["cost"] == cost
+    older = RunRecord.from_json({**old, "cost": {"billed_s": 600.0, "usd": None}}).cost
+    assert older is not None and older.usd is None and older.idle_by_status == {}
+    for hostile in ({**cost, "usd": "free"}, {**cost, "idle_by_status": {"x": True}}, {"usd": 1}):
+        with pytest.raises(TypeError, match="cost"):
+            RunRecord.from_json({**old, "cost": hostile})
 
 
 def _job_folder(write_spec: SpecWriter, tmp_path: Path) -> RunPaths:

@@ -119,7 +119,7 @@ class Lifecycle:
 
     def _note_cost(self) -> None:
         cost = run_cost(self.record, self.spec.budget.hourly_cost, self.clock.time())
-        self.owner.costed(cost.to_json())
+        self.owner.costed(cost)
 
     # The phases.
     def run(self) -> RunRecord:

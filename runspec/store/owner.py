@@ -28,6 +28,7 @@ from runspec.store.finishrecord import FinishRecord
 from runspec.store.hint import command
 from runspec.store.locks import FileLock, Holder, holder
 from runspec.store.paths import RunPaths, StateLayout
+from runspec.store.record import RunCost
 from runspec.store.room import free_bytes, is_no_space, is_unwritable, write_note
 from runspec.store.state import (
     DiskFull,
@@ -243,9 +244,9 @@ class RunOwner:
             self.record.data_yaml = str(data_yaml)
             self.save()
 
-    def costed(self, cost: dict[str, Any]) -> None:
+    def costed(self, cost: RunCost) -> None:
         with self._lock:
-            self.record.cost = cost
+            self.record.cost = RunCost.from_json(cost.to_json())  # kept as it is written
             self.save()
 
     def fitted(self, fit: dict[str, Any], epochs: int) -> None:

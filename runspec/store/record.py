@@ -9,6 +9,7 @@ The status changes only through runspec.store.state's transition.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -93,6 +94,47 @@ class Rebuilt:
 
 
 @dataclass(frozen=True)
+class RunCost:
+    """After (or during) a run: billed wall time, its cost, and the GPU's idle part of it."""
+
+    billed_s: float
+    usd: float | None
+    gpu_idle_s: float
+    idle_by_status: Mapping[str, float]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "billed_s": round(self.billed_s, 1),
+            "usd": None if self.usd is None else round(self.usd, 4),
+            "gpu_idle_s": round(self.gpu_idle_s, 1),
+            "idle_by_status": {k: round(v, 1) for k, v in self.idle_by_status.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> RunCost:
+        """The cost as `to_json` wrote it (an older record's may lack the idle figures), and
+        nothing else (TypeError)."""
+        known = {"billed_s", "usd", "gpu_idle_s", "idle_by_status"}
+        if not isinstance(data, dict) or not {"billed_s", "usd"} <= set(data) <= known:
+            raise TypeError(f"cost is not an object of {', '.join(sorted(known))}")
+        usd, idle = data["usd"], data.get("idle_by_status", {})
+        numbers = [data["billed_s"], data.get("gpu_idle_s", 0.0)]
+        numbers += idle.values() if isinstance(idle, dict) else [None]
+        if not all(_number(n) for n in numbers) or not (usd is None or _number(usd)):
+            raise TypeError("cost holds a field that is not a number")
+        return cls(
+            float(data["billed_s"]),
+            None if usd is None else float(usd),
+            float(data.get("gpu_idle_s", 0.0)),
+            {str(k): float(v) for k, v in idle.items()},
+        )
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
 class DiskFull:
     """Set while a write failed for want of space (the record's own, a staged checkpoint, the
     trainer's), cleared when space is back."""
@@ -151,7 +193,7 @@ class RunRecord:
     last_push: PushRecord | None = None
     push_error: str | None = None
     finish: FinishRecord | None = None  # how far its own finish got (runspec.machine.endgame)
-    cost: dict[str, Any] = field(default_factory=dict)
+    cost: RunCost | None = None  # reckoned once, at the final push (runspec.cost)
     disk_full: DiskFull | None = None  # set while a write failed for want of space
     # The schedule fitted to the budget (runspec.budgetfit.Fit); None: train.epochs stands.
     fit: dict[str, Any] | None = None
@@ -169,6 +211,7 @@ class RunRecord:
         data["termination"] = self.termination.value if self.termination else None
         data["cause"] = self.cause.value if self.cause else None
         data["finish"] = self.finish.to_json() if self.finish is not None else {}
+        data["cost"] = self.cost.to_json() if self.cost is not None else {}
         return data
 
     @classmethod
@@ -198,6 +241,7 @@ class RunRecord:
             if not isinstance(kwargs.get(key, {}), dict):
                 raise TypeError(f"{key} is not an object")
         kwargs["finish"] = FinishRecord.from_json(kwargs.get("finish") or {})
+        kwargs["cost"] = RunCost.from_json(kwargs["cost"]) if kwargs.get("cost") else None
         if not isinstance(kwargs.get("fit"), dict | None):
             raise TypeError("fit is not an object")
         marks: tuple[tuple[str, Any], ...] = (

@@ -124,7 +124,7 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
     if orphan is not None:
         # Nothing trains, nothing bills for it here: no ETA, and the cost it came to.
         obs.pop("eta_seconds", None)
-        cost = record.cost.get("usd") if record.cost else None
+        cost = record.cost.usd if record.cost else None
     return {
         "name": record.name,
         "status": record.status.value,
