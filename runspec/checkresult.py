@@ -29,6 +29,9 @@ class CheckResult:
     figures: dict[str, float] = field(default_factory=dict)
     # A failure that is this machine's (a GPU, its link), set by the check that found it.
     cause: Cause | None = None
+    # A failure for want of the network (the Hub out of reach): another try may pass, so it
+    # never marks a run terminal.
+    transient: bool = False
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -41,6 +44,8 @@ class CheckResult:
             data["figures"] = dict(self.figures)
         if self.cause is not None:
             data["cause"] = self.cause.value
+        if self.transient:
+            data["transient"] = True
         return data
 
     @classmethod
@@ -52,6 +57,7 @@ class CheckResult:
             fix=str(data.get("fix", "")),
             figures=_figures(data.get("figures")),
             cause=Cause(data["cause"]) if data.get("cause") is not None else None,
+            transient=data.get("transient") is True,
         )
 
 

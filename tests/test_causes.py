@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,16 @@ def test_a_preflight_failure_is_the_machines_only_where_its_check_says_so() -> N
         assert report.cause is cause
     passed = CheckResult("disk", CheckStatus.PASS, "room")
     assert PreflightReport("machine", [passed]).cause is None
+
+
+def test_a_failure_for_want_of_the_network_is_typed_where_found_not_read_from_words() -> None:
+    """Only a check that typed its failure transient keeps a run from being marked terminal;
+    a dataset's own words that happen to say "cannot reach" do not (issue 38)."""
+    gone = failed("dataset", "the Hub has no dataset repo org/x", "fix dataset.hub.repo")
+    words = failed("dataset", "data.yaml: val cannot reach outside its folder", "fix data.yaml")
+    out = replace(failed("dataset", "cannot reach the Hub at h: refused", "check"), transient=True)
+    assert PreflightReport("dataset", [gone]).permanent
+    assert PreflightReport("dataset", [words]).permanent
+    assert not PreflightReport("dataset", [out]).permanent
+    sent = json.loads(json.dumps(PreflightReport("dataset", [out]).to_json()))
+    assert not PreflightReport.from_json(sent).permanent

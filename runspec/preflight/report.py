@@ -39,7 +39,7 @@ class PreflightReport:
         """Whether every failure is one no fresh machine can mend: the dataset, its data.yaml
         or a notify URL the spec names, and none of them for want of the network."""
         return bool(self.failures) and all(
-            c.name in PERMANENT_CHECKS and "cannot reach" not in c.message for c in self.failures
+            c.name in PERMANENT_CHECKS and not c.transient for c in self.failures
         )
 
     @property
