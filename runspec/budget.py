@@ -122,7 +122,7 @@ def auto_reserve(
 
 
 @dataclass(frozen=True)
-class Decision:
+class EpochDecision:
     fits: bool
     now: float  # wall time of the decision
     predicted_epoch_s: float | None
@@ -239,16 +239,16 @@ class Planner:
 
     def decide(
         self, next_validates: bool, pending_bytes: int, upload_rate: float | None = None
-    ) -> Decision:
+    ) -> EpochDecision:
         reserve = self.reserve(pending_bytes, upload_rate)
         left = self.remaining() - reserve  # seconds until the point of no return
         predicted = self.predict_epoch(next_validates)
         now = self.clock.time()
         pnr = now + left
         if left <= 0:
-            return Decision(False, now, predicted, reserve, pnr, "past the point of no return")
+            return EpochDecision(False, now, predicted, reserve, pnr, "past the point of no return")
         if predicted is None:
-            return Decision(True, now, None, reserve, pnr, "no epoch measured yet")
+            return EpochDecision(True, now, None, reserve, pnr, "no epoch measured yet")
         kind = "validating" if next_validates else "training-only"
         fits = predicted <= left
         verb = "fits" if fits else "does not fit"
@@ -256,4 +256,4 @@ class Planner:
             f"next {kind} epoch (~{predicted:.1f} s) {verb} in the {left:.1f} s before the "
             f"reserve ({reserve:.1f} s)"
         )
-        return Decision(fits, now, predicted, reserve, pnr, reason)
+        return EpochDecision(fits, now, predicted, reserve, pnr, reason)

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runspec.errors import Cause
+
 
 class CheckStatus(str, enum.Enum):
     PASS = "pass"
@@ -25,6 +27,11 @@ class CheckResult:
     fix: str = ""  # one line saying what to do; empty when there is nothing to do
     # Measured figures the run goes on with (the profile's epoch: runspec.budgetfit).
     figures: dict[str, float] = field(default_factory=dict)
+    # A failure that is this machine's (a GPU, its link), set by the check that found it.
+    cause: Cause | None = None
+    # A failure for want of the network (the Hub out of reach): another try may pass, so it
+    # never marks a run terminal.
+    transient: bool = False
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -35,6 +42,10 @@ class CheckResult:
         }
         if self.figures:
             data["figures"] = dict(self.figures)
+        if self.cause is not None:
+            data["cause"] = self.cause.value
+        if self.transient:
+            data["transient"] = True
         return data
 
     @classmethod
@@ -45,6 +56,8 @@ class CheckResult:
             message=str(data.get("message", "")),
             fix=str(data.get("fix", "")),
             figures=_figures(data.get("figures")),
+            cause=Cause(data["cause"]) if data.get("cause") is not None else None,
+            transient=data.get("transient") is True,
         )
 
 
@@ -62,5 +75,5 @@ def warned(name: str, message: str, fix: str) -> CheckResult:
     return CheckResult(name, CheckStatus.WARN, message, fix)
 
 
-def failed(name: str, message: str, fix: str) -> CheckResult:
-    return CheckResult(name, CheckStatus.FAIL, message, fix)
+def failed(name: str, message: str, fix: str, cause: Cause | None = None) -> CheckResult:
+    return CheckResult(name, CheckStatus.FAIL, message, fix, cause=cause)

@@ -16,6 +16,7 @@ from typing import Any
 from runspec.clock import parse_utc_iso
 from runspec.providers import PROVIDERS
 from runspec.spec.model import Spec, StorageSpec
+from runspec.store.record import RunCost
 from runspec.store.state import RunRecord, RunStatus
 
 HOURS_PER_MONTH = 730.0  # the providers' own convention (8,760 h / 12)
@@ -154,24 +155,6 @@ def estimate(spec: Spec) -> Estimate:
     )
 
 
-@dataclass(frozen=True)
-class RunCost:
-    """After (or during) a run: billed wall time, its cost, and the GPU's idle part of it."""
-
-    billed_s: float
-    usd: float | None
-    gpu_idle_s: float
-    idle_by_status: Mapping[str, float]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "billed_s": round(self.billed_s, 1),
-            "usd": None if self.usd is None else round(self.usd, 4),
-            "gpu_idle_s": round(self.gpu_idle_s, 1),
-            "idle_by_status": {k: round(v, 1) for k, v in self.idle_by_status.items()},
-        }
-
-
 def usd_text(usd: float, hourly_cost: float) -> str:
     """The run's cost as the card and the summary both write it."""
     return f"${usd:.4f} at ${hourly_cost}/h"
@@ -180,17 +163,7 @@ def usd_text(usd: float, hourly_cost: float) -> str:
 def settled_cost(record: RunRecord, hourly_cost: float | None, now: float) -> RunCost:
     """The cost reckoned once, at the final push, and kept in the record: the figure the model
     card carries, so the summary and `status` say the same number; until then, as of `now`."""
-    kept = record.cost
-    if isinstance(kept.get("billed_s"), int | float):
-        usd = kept.get("usd")
-        idle = kept.get("idle_by_status")
-        return RunCost(
-            float(kept["billed_s"]),
-            float(usd) if isinstance(usd, int | float) else None,
-            float(kept.get("gpu_idle_s") or 0.0),
-            idle if isinstance(idle, dict) else {},
-        )
-    return run_cost(record, hourly_cost, now)
+    return record.cost or run_cost(record, hourly_cost, now)
 
 
 def run_cost(record: RunRecord, hourly_cost: float | None, now: float) -> RunCost:

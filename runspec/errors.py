@@ -24,6 +24,15 @@ class Outcome(str, enum.Enum):
     RETRY = "retry"  # under an engine: this machine cannot train the run; give it a fresh one
 
 
+class Cause(str, enum.Enum):
+    """A failure that is this machine's, not the spec's: decided where the error is caught (the
+    trainer, a preflight check), kept in the run's record, and the only ground on which an
+    engine is asked for a fresh machine (exit 75). A failure with no cause is the run's own."""
+
+    GPU = "gpu"  # a GPU, its driver or its memory failed, or checking it hung
+    LINK = "link"  # the link between ranks or nodes: NCCL, gloo, a peer gone or hung
+
+
 # Each outcome's exit status (the README's table; runspec.cli turns outcomes into them).
 EXIT_CODES: dict[Outcome, int] = {
     Outcome.OK: 0,

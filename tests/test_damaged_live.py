@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from runspec.store.state import unnamed_edges
 from tests.fixtures_daemon import DaemonProc, drop, wait_until
 from tests.fixtures_providers import StandIn, vast_answers_stopped
 from tests.fixtures_run import base_spec, merge
@@ -48,7 +49,8 @@ def test_a_live_trainer_under_a_damaged_record_is_driven_to_its_end_and_stopped(
     pid = trainer_pid(first.state, "mended")
     os.kill(pid, signal.SIGSTOP)
     try:
-        pushed_at = (first.record("mended") or {})["last_push"]["epoch"]  # type: ignore[index]
+        before = first.record("mended") or {}
+        pushed_at = before["last_push"]["epoch"]  # type: ignore[index]
         assert pushed_at < EPOCHS
         first.signal(signal.SIGTERM)  # the daemon detaches: the trainer keeps running
         assert first.wait(timeout=120) == 0, first.output
@@ -71,6 +73,11 @@ def test_a_live_trainer_under_a_damaged_record_is_driven_to_its_end_and_stopped(
 
     mended = again.record("mended") or {}
     assert mended["status"] == "finished", again.output
+    # Rebuilt with the run's own deadline, not the trainer's earlier stop time (issue 38).
+    assert mended["deadline"] == before["deadline"], (before["deadline"], mended["deadline"])
+    # Every status change went through the transition table, the rebuild by its named edge.
+    assert unnamed_edges(mended["history"]) == [], mended["history"]
+    assert [h["via"] for h in mended["history"] if "via" in h] == ["rebuild"], mended["history"]
     push = mended["last_push"]
     assert isinstance(push, dict) and push["final"] and push["epoch"] == EPOCHS > pushed_at
     # Rebuilt: not trusted for a destroy; the machine is stopped, its disk kept.

@@ -59,7 +59,8 @@ def test_auto_on_a_provider_that_cannot_stop_says_destroy_and_destroys(
 
     assert len(standin.made("POST", TERMINATE)) == 1
     record = store.load("auto")
-    assert record is not None and record.finish["action"] == "destroy" and record.finish["ok"]
+    finish = record.finish.result if record is not None and record.finish else None
+    assert finish is not None and finish.action == "destroy" and finish.ok
     bodies = [r.body.decode() for r in standin.made("POST", r"/notify")]
     assert any("finish: destroy" in body for body in bodies), bodies
     assert not any("finish: stop" in body for body in bodies), bodies

@@ -20,7 +20,7 @@ from runspec.providers.vast import Vast
 from runspec.run.accept import accept
 from runspec.spec.loader import load_spec
 from runspec.spec.model import FinishAction, FinishSpec, Unverified
-from runspec.store.finishrecord import FinishRecord
+from runspec.store.finishrecord import EndAction, FinishRecord
 from runspec.store.paths import StateLayout
 from runspec.store.state import RecordStore, Termination
 from tests.fixtures_providers import Answer, StandIn, VastInstance
@@ -143,8 +143,10 @@ def test_a_run_whose_end_was_never_confirmed_is_ended_by_its_failsafe(
     store = RecordStore(state)
     record = ended(store, "a", Termination.COMPLETED)
     # What a destroy that ran out of tries leaves: the run finished, the machine not ended.
-    ran_out = FinishResult("destroy", "destroy", True, False, False, "DELETE", "not confirmed")
-    record.finish = FinishRecord.applied(ran_out).to_json()
+    ran_out = FinishResult(
+        "destroy", EndAction.DESTROY, True, False, False, "DELETE", "not confirmed"
+    )
+    record.finish = FinishRecord.applied(ran_out)
     store.save(record)
     assert failsafe.should_fire(record)[0]
 
@@ -240,8 +242,10 @@ def test_the_failsafe_past_the_overrun_keeps_asking_for_the_whole_end_window(
     store = RecordStore(state)
     record = store.load("a")
     assert record is not None
-    ran_out = FinishResult("destroy", "destroy", True, False, False, "DELETE", "not confirmed")
-    record.finish = FinishRecord.applied(ran_out).to_json()
+    ran_out = FinishResult(
+        "destroy", EndAction.DESTROY, True, False, False, "DELETE", "not confirmed"
+    )
+    record.finish = FinishRecord.applied(ran_out)
     store.save(record)
     VastInstance(standin, deletes=(Answer(500, "down"),), puts=(Answer(503, "down"),))
     env = {**provider_env, "CONTAINER_ID": "4242", "CONTAINER_API_KEY": "k"}
@@ -271,8 +275,10 @@ def test_the_failsafe_never_runs_a_command_that_machine_json_names_and_its_spec_
     accept(load_spec(write_spec("a", finish=finish, push={"dir": str(tmp_path / "v")})), state)
     store = RecordStore(state)
     record = ended(store, "a", Termination.COMPLETED)
-    ran_out = FinishResult("destroy", "destroy", True, False, False, "DELETE", "not confirmed")
-    record.finish = FinishRecord.applied(ran_out).to_json()
+    ran_out = FinishResult(
+        "destroy", EndAction.DESTROY, True, False, False, "DELETE", "not confirmed"
+    )
+    record.finish = FinishRecord.applied(ran_out)
     store.save(record)
     marker = tmp_path / "planted-ran"
     layout = StateLayout(state)

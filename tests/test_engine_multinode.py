@@ -29,7 +29,7 @@ from runspec.push.hubrecord import record_json
 from runspec.push.manifest import Manifest
 from runspec.push.remote import MANIFEST, RECORD
 from runspec.spec.loader import load_spec
-from runspec.store.state import RunRecord, RunStatus
+from runspec.store.state import RunRecord, RunStatus, Terminal
 from tests.fixtures_run import RUNSPEC, SpecWriter, finish_run, record_of, start_run, wait_record
 from tests.fixtures_training import wait_for
 from tests.hubserver import HubServer
@@ -338,7 +338,7 @@ def _seed_record(hub_server: HubServer, spec_path: Path, terminal: str | None) -
         name=spec.name,
         spec_sha256=spec.sha256,
         status=RunStatus.FINISHED,
-        terminal={"reason": terminal, "at": "2026-12-01T12:00:00+00:00"} if terminal else None,
+        terminal=Terminal(terminal, "2026-12-01T12:00:00+00:00") if terminal else None,
     )
     manifest = Manifest(spec.name, None, "2026-12-01T12:00:01+00:00", True, ())
     text = json.dumps(record_json(record, manifest)).encode()

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from runspec.engines.onbox import Engine, detect, engine_outcome
-from runspec.errors import Outcome, UsageError
+from runspec.errors import Cause, Outcome, UsageError
 from runspec.machine.verdict import Safety
 from runspec.push.remote import LEASE
 from runspec.store.state import RunRecord, Termination
@@ -51,45 +51,81 @@ def test_engines_are_recognised_by_their_task_variables_or_named() -> None:
         detect({"RUNSPEC_ENGINE": "slurm"})
 
 
-def _ended(term: Termination, why: str = "") -> RunRecord:
-    return RunRecord(name="r", spec_sha256="0", termination=term, why=why)
+def _ended(term: Termination, why: str = "", cause: Cause | None = None) -> RunRecord:
+    return RunRecord(name="r", spec_sha256="0", termination=term, why=why, cause=cause)
 
 
 SAFE, UNSAFE = Safety(True, "verified"), Safety(False, "weights/last.pt was never verified")
+GPU, LINK = Cause.GPU, Cause.LINK
 
 
 @pytest.mark.parametrize(
-    ("term", "why", "safety", "outcome"),
+    ("term", "why", "cause", "safety", "outcome"),
     [
-        (Termination.COMPLETED, "", SAFE, Outcome.OK),
-        (Termination.BUDGET, "", SAFE, Outcome.OK),
-        (Termination.COMPLETED, "", UNSAFE, Outcome.UNVERIFIED),
-        (Termination.INTERRUPTED, "", SAFE, Outcome.RETRY),
-        (Termination.INTERRUPTED, "", UNSAFE, Outcome.UNVERIFIED),
-        (Termination.FAILED_PREFLIGHT, "gpu: train.device: 0 needs a GPU", SAFE, Outcome.RETRY),
-        (Termination.FAILED_PREFLIGHT, "matmul cuda:1: a 512x512 product is wrong", SAFE,
-         Outcome.RETRY),
-        (Termination.FAILED_PREFLIGHT, "collective: all_reduce timed out", SAFE, Outcome.RETRY),
-        (Termination.FAILED_PREFLIGHT, "preflight: the checks did not finish within 900 s", SAFE,
-         Outcome.RETRY),
-        (Termination.FAILED_PREFLIGHT, "gpu: train.batch: 6 is the global batch and does not", SAFE,
-         Outcome.INVALID),
-        (Termination.FAILED_PREFLIGHT, "dataset: the Hub has no dataset repo org/x", SAFE,
-         Outcome.INVALID),
-        (Termination.FAILED_STAGING, "dataset.hub.file ds.tar is not in org/ds", SAFE,
-         Outcome.INVALID),
-        (Termination.FAILED_TRAINING, "DistBackendError: NCCL error in: ProcessGroupNCCL.cpp",
-         UNSAFE, Outcome.RETRY),
-        (Termination.FAILED_TRAINING, "RuntimeError: [gloo/transport/tcp/pair.cc:545] Read error "
-         "[127.0.0.1]:1224: Connection reset by peer", SAFE, Outcome.RETRY),
-        (Termination.FAILED_TRAINING, "KeyError: 'names'", SAFE, Outcome.FAILED),
-        (Termination.LOST, "the trainer died 3 times", SAFE, Outcome.FAILED),
+        (Termination.COMPLETED, "", None, SAFE, Outcome.OK),
+        (Termination.BUDGET, "", None, SAFE, Outcome.OK),
+        (Termination.COMPLETED, "", None, UNSAFE, Outcome.UNVERIFIED),
+        (Termination.INTERRUPTED, "", None, SAFE, Outcome.RETRY),
+        (Termination.INTERRUPTED, "", None, UNSAFE, Outcome.UNVERIFIED),
+        (
+            Termination.FAILED_PREFLIGHT,
+            "gpu: train.device: 0 needs a GPU",
+            GPU,
+            SAFE,
+            Outcome.RETRY,
+        ),
+        (
+            Termination.FAILED_PREFLIGHT,
+            "collective: all_reduce timed out",
+            LINK,
+            SAFE,
+            Outcome.RETRY,
+        ),
+        (
+            Termination.FAILED_PREFLIGHT,
+            "gpu: train.batch: 6 is the global batch and does not",
+            None,
+            SAFE,
+            Outcome.INVALID,
+        ),
+        (
+            Termination.FAILED_PREFLIGHT,
+            "dataset: the Hub has no dataset repo org/x",
+            None,
+            SAFE,
+            Outcome.INVALID,
+        ),
+        (
+            Termination.FAILED_STAGING,
+            "dataset.hub.file ds.tar is not in org/ds",
+            None,
+            SAFE,
+            Outcome.INVALID,
+        ),
+        (
+            Termination.FAILED_TRAINING,
+            "DistBackendError: NCCL error in: ProcessGroupNCCL.cpp",
+            LINK,
+            UNSAFE,
+            Outcome.RETRY,
+        ),
+        (Termination.FAILED_TRAINING, "KeyError: 'names'", None, SAFE, Outcome.FAILED),
+        # The words are the spec's, not the machine's: no cause, no fresh machine (issue 38).
+        (
+            Termination.FAILED_TRAINING,
+            "ValueError: train.args NCCL_DEBUG: CUDA error name",
+            None,
+            SAFE,
+            Outcome.FAILED,
+        ),
+        (Termination.LOST, "the trainer died 3 times", None, SAFE, Outcome.FAILED),
     ],
-)  # fmt: skip
+)
 def test_each_ending_tells_the_engine_what_to_do(
-    term: Termination, why: str, safety: Safety, outcome: Outcome
+    term: Termination, why: str, cause: Cause | None, safety: Safety, outcome: Outcome
 ) -> None:
-    assert engine_outcome(_ended(term, why), safety) is outcome
+    """The exit status comes from the record's typed cause, never from its words."""
+    assert engine_outcome(_ended(term, why, cause), safety) is outcome
 
 
 @pytest.mark.training

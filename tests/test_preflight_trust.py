@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from runspec.checkresult import CheckResult
+from runspec.preflight.report import PreflightReport
 from tests.hubserver import HubServer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -120,6 +122,9 @@ def test_an_unreachable_hub_says_so_and_not_that_runspec_crashed(
         assert f"cannot reach the Hub at {endpoint}: connection refused" in check["message"]
         assert check["fix"] == "check the network or HF_ENDPOINT"
         assert "crashed" not in check["message"]
+    # Typed where it was found: the network's, so the run is never marked terminal for it.
+    found = CheckResult.from_json(checks["dataset"])
+    assert found.transient and not PreflightReport("dataset", [found]).permanent
 
 
 def _held_by(hub_server: HubServer, repo: str, run: str) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from runspec.store.state import unnamed_edges
 from tests.fixtures_run import RUNSPEC, SpecWriter, finish_run, record_of, start_run
 from tests.hubserver import HubServer
 
@@ -58,7 +59,11 @@ def test_a_run_left_unverified_is_pushed_and_verified_later(
     done = _push(state, hub_env, "later", "--finish")
     assert done.returncode == 0, done.stdout + done.stderr
     assert marker.exists(), done.stdout + done.stderr
-    assert record_of(state, "later")["status"] == "finished"
+    finished = record_of(state, "later")
+    assert finished["status"] == "finished"
+    # Back to its finish by the table's named move, and every other move the table's too.
+    assert [h.get("via") for h in finished["history"][-2:]] == ["refinish", None]
+    assert unnamed_edges(finished["history"]) == [], finished["history"]
 
     again = _push(state, hub_env, "nosuch")
     assert again.returncode == 2 and "no run named 'nosuch'" in again.stderr, again.stderr

@@ -90,7 +90,7 @@ def _decided(layout: StateLayout, record: RunRecord) -> str | None:
 
     name = record.name
     if record.status is RunStatus.FINISHING:
-        begun = str(record.finish.get("summary") or "") if record.finish else ""
+        begun = record.finish.summary if record.finish else ""
         return (
             f"run {name!r} is past its final push and its finish is decided: it is being "
             f"applied{f' ({begun})' if begun else ''}; a cancel cannot keep the machine now. "

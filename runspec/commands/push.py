@@ -72,7 +72,8 @@ def _no_finish(paths: RunPaths) -> str:
 
 
 def _said(owner: RunOwner) -> str:
-    return str(owner.record.finish.get("summary") or owner.record.reason)
+    finish = owner.record.finish
+    return finish.summary if finish is not None and finish.summary else owner.record.reason
 
 
 def run(args: argparse.Namespace) -> Outcome:

@@ -33,7 +33,7 @@ from watchdog.observers import Observer
 
 from runspec.clock import SYSTEM, Clock
 from runspec.daemon.inboxfs import FolderProblem, Folders
-from runspec.daemon.intake import AcceptFn, Intake, Outcome, line
+from runspec.daemon.intake import AcceptFn, Intake, IntakeOutcome, line
 from runspec.printable import printable
 from runspec.spec.loader import check_spec_text
 from runspec.spec.specread import not_regular
@@ -49,7 +49,7 @@ SETTLE_S = 2.0  # after its writer's close, this long unchanged before a spec is
 # watchdog's event types, as the inbox reads them; opens and closes without writing are not.
 _EVENTS = {"created": "created", "modified": "written", "closed": "closed", "deleted": "deleted"}
 
-__all__ = ["AcceptFn", "Inbox", "Outcome", "is_candidate", "provenance_sidecar"]
+__all__ = ["AcceptFn", "Inbox", "IntakeOutcome", "is_candidate", "provenance_sidecar"]
 
 
 def is_candidate(name: str) -> bool:
@@ -198,14 +198,14 @@ class Inbox:
             return None
         return STABLE_S
 
-    def recover_claimed(self) -> list[Outcome]:
+    def recover_claimed(self) -> list[IntakeOutcome]:
         """Files claimed by a daemon that died before deciding on them are decided now."""
         return self.intake.recover()
 
     # -- deciding --------------------------------------------------------------------------
-    def process(self) -> list[Outcome]:
+    def process(self) -> list[IntakeOutcome]:
         self.drain_events()
-        outcomes: list[Outcome] = []
+        outcomes: list[IntakeOutcome] = []
         if self._retry_parked:
             self._retry_parked = False
             outcomes += self.intake.retry_parked()
@@ -219,7 +219,7 @@ class Inbox:
             outcomes += self._guarded(name, partial(self.intake.claim_and_decide, name, None))
         return outcomes
 
-    def _guarded(self, name: str, step: Callable[[], list[Outcome]]) -> list[Outcome]:
+    def _guarded(self, name: str, step: Callable[[], list[IntakeOutcome]]) -> list[IntakeOutcome]:
         """One file's step. A file that raises is rejected with the reason, or given up on
         (logged once, never retried): no file makes the inbox loop on a traceback."""
         try:
@@ -237,7 +237,7 @@ class Inbox:
                     self._given_up.add((name, st.st_ino))
                 return []
 
-    def _look(self, name: str, now: float, ready: list[str]) -> list[Outcome]:
+    def _look(self, name: str, now: float, ready: list[str]) -> list[IntakeOutcome]:
         """Reject at once what can never be a spec; add `name` to `ready` once its writer is
         done; claim it as incomplete when it has changed for longer than anyone is waited for."""
         item = self.pending[name]

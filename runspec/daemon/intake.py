@@ -37,7 +37,7 @@ AcceptFn = Callable[[Spec, Path, dict[str, Any] | None, Clock], RunRecord]
 
 
 @dataclass(frozen=True)
-class Outcome:
+class IntakeOutcome:
     file: str  # the file's name, escaped for showing
     accepted: str | None = None  # the run's name
     rejected: Path | None = None  # where the file went
@@ -63,7 +63,7 @@ class Intake:
         self.parked: dict[str, str | None] = {}
 
     # -- rejecting where it lies -----------------------------------------------------------
-    def reject_here(self, name: str, lines: list[str]) -> list[Outcome]:
+    def reject_here(self, name: str, lines: list[str]) -> list[IntakeOutcome]:
         """Reject a file where it lies in the inbox; it stays there while rejected/ is not
         usable (a rescan tries again)."""
         try:
@@ -79,14 +79,14 @@ class Intake:
             os.close(rejected)
         return [self._rejected(name, dest, lines)]
 
-    def _rejected(self, name: str, dest: str, lines: list[str]) -> Outcome:
+    def _rejected(self, name: str, dest: str, lines: list[str]) -> IntakeOutcome:
         where = rejected_dir(self.inbox) / dest
         # The daemon says it to people, as a warning (runspec.daemon.loop).
         log.debug("inbox: rejected %s -> %s: %s", name, where, lines[0])
-        return Outcome(file=printable(name), rejected=where, reason="\n".join(lines))
+        return IntakeOutcome(file=printable(name), rejected=where, reason="\n".join(lines))
 
     # -- claims ----------------------------------------------------------------------------
-    def claim_and_decide(self, name: str, incomplete: str | None) -> list[Outcome]:
+    def claim_and_decide(self, name: str, incomplete: str | None) -> list[IntakeOutcome]:
         """Claim `name` from the inbox and decide on it; `incomplete` says why its writer
         was not waited for any longer (the file is then rejected, whatever it holds)."""
         try:
@@ -109,7 +109,7 @@ class Intake:
             os.close(claimed)
         return self.decide(claim_id, incomplete)
 
-    def decide(self, claim_id: str, incomplete: str | None) -> list[Outcome]:
+    def decide(self, claim_id: str, incomplete: str | None) -> list[IntakeOutcome]:
         """Read, validate, then accept or reject the file claimed as `claim_id`."""
         try:
             claimed = self.folders.claimed()
@@ -130,7 +130,7 @@ class Intake:
         finally:
             os.close(claimed)
 
-    def _decide_in(self, sub: int, incomplete: str | None) -> list[Outcome] | None:
+    def _decide_in(self, sub: int, incomplete: str | None) -> list[IntakeOutcome] | None:
         """The outcome for the claim in `sub`; None when its rejection must wait."""
         names = [n for n in os.listdir(sub) if not n.startswith(".")]
         if not names:  # a claim whose file never arrived (a crash in between)
@@ -143,7 +143,7 @@ class Intake:
                 provenance = self._provenance(sub, shown)
                 record = self.accept(spec, self.state, provenance, self.clock)
                 log.info("inbox: accepted %s as run %s (queued)", shown, record.name)
-                return [Outcome(file=shown, accepted=record.name)]
+                return [IntakeOutcome(file=shown, accepted=record.name)]
         except RunspecError as exc:  # the name is taken
             lines = [line(shown, str(exc), "/name")]
         except Exception as exc:  # a bug or a broken state folder: answered, never looped on
@@ -204,20 +204,20 @@ class Intake:
         return provenance
 
     # -- after a crash, and after rejected/ is usable again --------------------------------
-    def retry_parked(self) -> list[Outcome]:
-        outcomes: list[Outcome] = []
+    def retry_parked(self) -> list[IntakeOutcome]:
+        outcomes: list[IntakeOutcome] = []
         for claim_id, incomplete in list(self.parked.items()):
             del self.parked[claim_id]
             outcomes += self.decide(claim_id, incomplete)
         return outcomes
 
-    def recover(self) -> list[Outcome]:
+    def recover(self) -> list[IntakeOutcome]:
         """Decide on the claims a daemon left when it died (or was stopped) mid-decision."""
         try:
             claimed = self.folders.claimed()
         except FolderProblem:
             return []
-        outcomes: list[Outcome] = []
+        outcomes: list[IntakeOutcome] = []
         try:
             for entry in sorted(os.listdir(claimed)):
                 if entry in self.parked or entry.endswith(inboxfs.SIDECAR):
@@ -230,7 +230,7 @@ class Intake:
             os.close(claimed)
         return outcomes
 
-    def _recover_one(self, claimed: int, entry: str) -> list[Outcome]:
+    def _recover_one(self, claimed: int, entry: str) -> list[IntakeOutcome]:
         mode = os.stat(entry, dir_fd=claimed, follow_symlinks=False).st_mode
         if stat.S_ISREG(mode):
             return self._recover_flat(claimed, entry)
@@ -261,7 +261,7 @@ class Intake:
         if st.st_nlink > 1 and (there.st_dev, there.st_ino) == (st.st_dev, st.st_ino):
             os.unlink(inbox_name, dir_fd=self.folders.inbox)
 
-    def _recover_flat(self, claimed: int, entry: str) -> list[Outcome]:
+    def _recover_flat(self, claimed: int, entry: str) -> list[IntakeOutcome]:
         """A claim from a runspec before claims had folders: `<stamp>-<pid>-<seq>-<name>`."""
         name = entry.split("-", 3)[-1]
         self._seq += 1

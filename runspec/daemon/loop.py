@@ -22,7 +22,7 @@ from typing import Any
 from runspec.clock import SYSTEM, Clock
 from runspec.daemon import perms
 from runspec.daemon.config import DaemonConfig, load_config
-from runspec.daemon.inbox import Inbox, Outcome
+from runspec.daemon.inbox import Inbox, IntakeOutcome
 from runspec.daemon.notify import Notifier
 from runspec.daemon.runs import RunKeeper
 from runspec.daemon.worker import system_stopping
@@ -247,7 +247,7 @@ class Daemon:
         problem = f"; inbox: {self.inbox.problem}" if self.inbox.problem else ""
         return describe(record, self.clock.time(), self._queued_count) + problem
 
-    def _report(self, outcomes: list[Outcome]) -> None:
+    def _report(self, outcomes: list[IntakeOutcome]) -> None:
         for outcome in outcomes:
             self._queue_dirty = True
             if outcome.accepted:

@@ -113,41 +113,14 @@ def engine_spec(spec: Spec) -> Spec:
     return dataclasses.replace(spec, finish=FinishSpec())
 
 
-# The preflight checks whose failure says this machine is broken, not the spec wrong.
-MACHINE_CHECKS = ("gpu", "matmul", "collective")
-# A training failure whose words name the machine's GPUs or their links (gloo says a rank on
-# another node or process died with "Connection reset by peer").
-MACHINE_FAULTS = (
-    "NCCL",
-    "CUDA error",
-    "ECC",
-    "cuda runtime error",
-    "DistNetworkError",
-    "Connection reset by peer",
-    "Connection closed by peer",
-    "rendezvous timed out",  # the other nodes never came: ask for a fresh set
-    "PeerHung",  # a node froze (runspec.trainer.peerwatch): ask for a fresh set
-)
-
-
-def _machine_at_fault(record: RunRecord) -> bool:
-    why = record.why or record.reason
-    if record.termination is Termination.FAILED_PREFLIGHT:
-        check, _, message = why.partition(": ")
-        if check == "preflight":  # the checks themselves hung: a wedged driver
-            return "did not finish" in message
-        # A spec whose batch does not divide across the GPUs fails the same on any machine.
-        return check.split(" ")[0] in MACHINE_CHECKS and "train.batch" not in message
-    if record.termination is Termination.FAILED_TRAINING:
-        return any(fault in why for fault in MACHINE_FAULTS)
-    return False
-
-
 def engine_outcome(record: RunRecord, safety: Safety) -> Outcome:
     """The exit status that tells the engine what to do next."""
     term = record.termination or Termination.INTERRUPTED
-    if _machine_at_fault(record):
-        return Outcome.RETRY
+    if record.cause is not None and term in (
+        Termination.FAILED_PREFLIGHT,
+        Termination.FAILED_TRAINING,
+    ):
+        return Outcome.RETRY  # this machine's fault, decided where it was caught
     if term in (Termination.FAILED_PREFLIGHT, Termination.FAILED_STAGING):
         return Outcome.INVALID  # a missing dataset, a spec this machine cannot train
     if not safety.safe:

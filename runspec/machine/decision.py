@@ -16,6 +16,7 @@ from runspec.clock import Clock
 from runspec.machine.host import FinishHost
 from runspec.providers import Provider, ProviderError, get_provider
 from runspec.spec.model import FinishAction, FinishSpec, Unverified
+from runspec.store.finishrecord import ENDS_BILLING, EndAction
 
 ENDS_MACHINE = frozenset(
     {FinishAction.DESTROY, FinishAction.STOP, FinishAction.AUTO, FinishAction.POWEROFF}
@@ -26,7 +27,7 @@ ENDS_MACHINE = frozenset(
 class Decision:
     """What the finish will do (none | keep | command | poweroff | stop | destroy), and why."""
 
-    action: str
+    action: EndAction
     why: str
     verified: bool
     provider: Provider | None = None
@@ -47,27 +48,24 @@ def ends_machine(finish: FinishSpec, verified: bool) -> bool:
     return finish.action in ENDS_MACHINE
 
 
-def decide(finish: FinishSpec, verified: bool, provider: str | None) -> tuple[str, str]:
+def decide(finish: FinishSpec, verified: bool, provider: str | None) -> tuple[EndAction, str]:
     """(action, why): the spec's action when verified, else the `unverified` choice."""
     action = finish.action
     if action is FinishAction.NONE:
-        return "none", "finish.action is none"
+        return EndAction.NONE, "finish.action is none"
     if not verified:
         choice = finish.unverified
-        return {
-            Unverified.STOP: "stop",
-            Unverified.KEEP: "keep",
-            Unverified.POWEROFF: "poweroff",
-        }[choice], f"final push not verified: finish.unverified is {choice.value}"
+        why = f"final push not verified: finish.unverified is {choice.value}"
+        return EndAction(choice.value), why  # stop, keep or poweroff
     if action is FinishAction.AUTO:
         assert finish.storage is not None  # the loader's rule: auto needs storage
         choice_, why = cost.choose(finish.storage, provider)
-        return choice_.value, f"auto: {why}"
-    return action.value, f"final push verified: finish.action is {action.value}"
+        return EndAction(choice_.value), f"auto: {why}"
+    return EndAction(action.value), f"final push verified: finish.action is {action.value}"
 
 
-def _needs_provider(finish: FinishSpec, verified: bool, resume: str | None) -> bool:
-    if resume in ("stop", "destroy"):
+def _needs_provider(finish: FinishSpec, verified: bool, resume: EndAction | None) -> bool:
+    if resume in ENDS_BILLING:
         return True
     if not verified:
         return finish.action is not FinishAction.NONE and finish.unverified is Unverified.STOP
@@ -81,7 +79,7 @@ def resolve(
     *,
     clock: Clock,
     say: Callable[[str], None],
-    resume: str | None = None,
+    resume: EndAction | None = None,
 ) -> Decision:
     """The one decision: the provider found (once), then the action chosen knowing it.
     `resume`: an action begun before a restart, finished as begun, never chosen again."""
@@ -102,6 +100,7 @@ def resolve(
             resume, f"{resume} was requested before a restart", verified, provider, error
         )
     if finish.action is FinishAction.AUTO and verified and provider is None:
-        return Decision("keep", f"cannot apply auto: {error}", verified, None, error, True)
+        why = f"cannot apply auto: {error}"
+        return Decision(EndAction.KEEP, why, verified, None, error, True)
     action, why = decide(finish, verified, name)
     return Decision(action, why, verified, provider, error)

@@ -39,7 +39,7 @@ from runspec.machine.verdict import MachineVerdict, machine_verdict, run_safety
 from runspec.providers.persist import Attempt
 from runspec.spec.loader import load_accepted
 from runspec.spec.model import FinishAction, FinishSpec, Spec
-from runspec.store.finishrecord import FinishRecord, FinishStep
+from runspec.store.finishrecord import EndAction, FinishRecord, FinishStep
 from runspec.store.locks import FileLock, Holder
 from runspec.store.owner import RunOwner, daemon_holder
 from runspec.store.paths import RunPaths, StateLayout
@@ -54,7 +54,7 @@ FALLBACK_LOCK_DIR = Path("/run/runspec")  # the machine lock when the state fold
 
 
 @dataclass(frozen=True)
-class Outcome:
+class EndOutcome:
     """What an entry did: waited (`wait`, `blocked`), found nothing to do, or applied."""
 
     state: Literal["nothing", "wait", "blocked", "applied"]
@@ -187,23 +187,23 @@ class Endgame:
         *,
         finishing: str | None = None,
         announce: Callable[[Decision], None] | None = None,
-    ) -> Outcome:
+    ) -> EndOutcome:
         """Apply the armed end if the machine may end now; go on from wherever a previous
         entry stopped. `finishing`: the run whose own end this is (judged by its files);
         `announce`: how that run tells the decision, right before it is acted on."""
         with self._locked() as mine:
             if not mine:
-                return Outcome("wait", "another process is deciding the machine's end")
+                return EndOutcome("wait", "another process is deciding the machine's end")
             return self._enter(finishing, announce)
 
     def _enter(
         self, finishing: str | None, announce: Callable[[Decision], None] | None = None
-    ) -> Outcome:
+    ) -> EndOutcome:
         pending = self.load()
         if pending is None:
-            return Outcome("nothing", "no machine-ending finish is armed")
+            return EndOutcome("nothing", "no machine-ending finish is armed")
         if pending.step == "applied":
-            return Outcome("applied", "applied before", _result_from_json(pending.result))
+            return EndOutcome("applied", "applied before", _result_from_json(pending.result))
         if pending.step == "applying" and pending.action is not None:
             # Begun before a restart: finished as it was begun, never chosen again; judged
             # again all the same, so a destroy is never sent anew onto unsafe weights.
@@ -216,7 +216,7 @@ class Endgame:
                 pending.judged = verdict.why
                 self._save(pending, f"the end armed for {pending.run} waits: {verdict.why}")
                 self.say(f"the machine's end waits: {verdict.why}")
-            return Outcome(verdict.verdict, verdict.why)
+            return EndOutcome(verdict.verdict, verdict.why)
         verified = verdict.safe and not pending.force_unverified
         self.say(f"the machine's end: {verdict.why}")
         pending.judged = verdict.why
@@ -233,15 +233,15 @@ class Endgame:
         pending: Pending,
         verified: bool,
         *,
-        resume: str | None,
+        resume: EndAction | None,
         announce: Callable[[Decision], None] | None = None,
-    ) -> Outcome:
+    ) -> EndOutcome:
         alerts = self.alerts(pending.run)
         host = self.finish_host
         decision = resolve(
             pending.finish, verified, host, clock=self.clock, say=self.say, resume=resume
         )
-        fresh_destroy = decision.action == "destroy" and resume is None
+        fresh_destroy = decision.action is EndAction.DESTROY and resume is None
         not_read = unread(self.layout, self.say) if fresh_destroy else None
         if not_read is not None:
             # A destroy ends every run's disk: every run's weights must have read back.
@@ -255,7 +255,7 @@ class Endgame:
         if pending.until is None:
             pending.until = end_until(self.layout, pending.run, host, self.clock.time())
 
-        def begin(action: str) -> None:
+        def begin(action: EndAction) -> None:
             # Written before the action is taken: a restart then confirms it, never repeats it.
             if (pending.step, pending.action) != ("applying", action):
                 pending.step, pending.action, pending.verified = "applying", action, verified
@@ -285,7 +285,7 @@ class Endgame:
         pending.action = pending.action or result.action
         self._save(pending, f"applied for {pending.run}: {result.summary}")
         self._unconfirmed(alerts, pending.run, result)
-        return Outcome("applied", result.summary, result)
+        return EndOutcome("applied", result.summary, result)
 
     def _unconfirmed(self, alerts: Alerts, run: str, result: FinishResult) -> None:
         """A finish that did not do what it set out to (a refused destroy, a kept machine):
@@ -309,16 +309,16 @@ class Endgame:
             alerts.send_and_wait(messages.ended(spec, paths, owner.record, safety.safe, nxt))
 
         if not ends_machine(finish, safety.safe):
-            begun = FinishRecord.from_json(owner.record.finish)
+            begun = owner.record.finish
             resume = begun.action if begun and begun.step is FinishStep.APPLYING else None
             decision = resolve(
                 finish, safety.safe, self.finish_host, clock=self.clock, say=self.say, resume=resume
             )
             announce(decision)
 
-            def begin(action: str) -> None:
+            def begin(action: EndAction) -> None:
                 # Recorded before a command runs: a restart never runs it a second time.
-                owner.finish_noted(FinishRecord.applying(action).to_json())
+                owner.finish_noted(FinishRecord.applying(action))
 
             result = apply_finish(
                 finish,
@@ -332,7 +332,7 @@ class Endgame:
                 decision=decision,
                 hooks=FinishHooks(begin=begin),
             )
-            owner.finish_noted(FinishRecord.applied(result).to_json())
+            owner.finish_noted(FinishRecord.applied(result))
             owner.transition(RunStatus.FINISHED, f"finish: {result.summary}")
             self._unconfirmed(alerts, spec.name, result)
             self.enter()  # another run's end may have waited for this one
@@ -348,33 +348,33 @@ class Endgame:
         )
         outcome = self.enter(finishing=spec.name, announce=announce)
         if outcome.result is not None:
-            owner.finish_noted(FinishRecord.applied(outcome.result).to_json())
+            owner.finish_noted(FinishRecord.applied(outcome.result))
             owner.transition(RunStatus.FINISHED, f"finish: {outcome.result.summary}")
         else:
             deferred = FinishRecord.deferred(outcome.why)
             self.say(deferred.summary)
             said = f"finish{' (dry run)' if self.dry_run else ''}: deferred ({outcome.why})"
             alerts.send_and_wait(messages.ended(spec, paths, owner.record, safety.safe, said))
-            owner.finish_noted(deferred.to_json())
+            owner.finish_noted(deferred)
             owner.transition(RunStatus.FINISHED, deferred.summary)
 
     # --- the failsafe ---------------------------------------------------------------------
-    def failsafe(self, run: str, finish: FinishSpec, hourly_cost: float | None) -> Outcome:
+    def failsafe(self, run: str, finish: FinishSpec, hourly_cost: float | None) -> EndOutcome:
         """The timer fired and the run never ended: its unverified choice, unless the machine
         is safe or already ending. Nothing waits any more: the deadline is long past."""
         with self._locked() as mine:
             if not mine:
-                return Outcome("wait", "another process is deciding the machine's end")
+                return EndOutcome("wait", "another process is deciding the machine's end")
             current = self.load()  # an end under way is finished, if the armed spec says so
             if current is not None and current.step == "applying" and resumable(current, finish):
                 return self._enter(run)
             if current is not None and _ended_the_machine(current):
-                return Outcome("applied", "the machine's end was applied already")
+                return EndOutcome("applied", "the machine's end was applied already")
             verdict = machine_verdict(self.layout, finishing=run, daemon_alive=False)
             if verdict.verdict in ("blocked", "wait"):
                 # A damaged run, or another run still driven by a live process: runspec is
                 # not dead, and nothing may end the machine under a run being driven.
-                return Outcome(verdict.verdict, verdict.why)
+                return EndOutcome(verdict.verdict, verdict.why)
             pending = Pending(
                 run=run,
                 finish=finish,

@@ -21,11 +21,11 @@ from typing import Any
 from runspec.clock import SYSTEM, Clock, human_duration, utc_iso
 from runspec.machine.decision import Decision, resolve
 from runspec.machine.host import NO_POWEROFF_ENV, REAL_POWEROFF, FinishHost, container_reason
-from runspec.providers import Action, Outcome, Provider, ProviderError
+from runspec.providers import Action, Provider, ProviderError, ProviderOutcome
 from runspec.providers.persist import Attempt, Refused, Window, keep_ending
 from runspec.secrets.apartuid import as_root
 from runspec.spec.model import FinishSpec
-from runspec.store.finishrecord import FinishResult
+from runspec.store.finishrecord import EndAction, FinishResult
 from runspec.voice import error
 
 log = logging.getLogger("runspec.machine.finish")
@@ -52,7 +52,7 @@ class FinishHooks:
     """What the caller hears while a finish acts: the action right before it is taken, each
     provider attempt, and a provider's permanent refusal (said to a person at once)."""
 
-    begin: Callable[[str], None] = _nothing
+    begin: Callable[[EndAction], None] = _nothing
     attempt: Callable[[Attempt], None] = _nothing
     refused: Callable[[str], None] = _nothing
 
@@ -69,7 +69,7 @@ class _Finisher:
         clock: Clock,
         say: Callable[[str], None],
         hooks: FinishHooks,
-        resume: str | None = None,
+        resume: EndAction | None = None,
         until: float | None = None,
     ) -> None:
         self.finish = finish
@@ -91,7 +91,7 @@ class _Finisher:
         self.until = until if until is not None else self.started + host.end_window
 
     def result(
-        self, action: str, ok: bool, plan: str, summary: str, detail: str = "", **extra: Any
+        self, action: EndAction, ok: bool, plan: str, summary: str, detail: str = "", **extra: Any
     ) -> FinishResult:
         return FinishResult(
             requested=self.finish.action.value,
@@ -124,16 +124,18 @@ class _Finisher:
             plan = f"choose stop or destroy ({decision.provider_error})"
             self.announce(plan)
             return self.kept(plan, why)
-        if action == "none":
+        if action is EndAction.NONE:
             return self.none(why)
         self.say(f"finish: {why}")
-        if action == "keep":
+        if action is EndAction.KEEP:
             return self.keep()
-        if action == "command":
+        if action is EndAction.COMMAND:
             return self.command()
-        if action == "poweroff":
+        if action is EndAction.POWEROFF:
             return self.poweroff()
-        return self.through_provider(Action(action), decision.provider, decision.provider_error)
+        return self.through_provider(
+            Action(action.value), decision.provider, decision.provider_error
+        )
 
     def not_repeated(self, action: str, plan: str) -> FinishResult:
         """A command or poweroff begun before a restart: running it twice could do harm."""
@@ -151,7 +153,7 @@ class _Finisher:
                 "the final push was NOT verified: the newest weights may exist only on this "
                 f"machine, in {self.ctx.weights}"
             )
-        return self.result("none", True, plan, "none: machine left running", why)
+        return self.result(EndAction.NONE, True, plan, "none: machine left running", why)
 
     def keep(self) -> FinishResult:
         plan = "KEEP the machine running (finish.unverified: keep)"
@@ -165,22 +167,22 @@ class _Finisher:
             f"THE MACHINE IS STILL RUNNING AND BILLING{bill}: {reason}. The weights are in "
             f"{self.ctx.weights}; stop or destroy the machine yourself once they are safe."
         )
-        return self.result("keep", ok, plan, f"kept running: {reason}", reason)
+        return self.result(EndAction.KEEP, ok, plan, f"kept running: {reason}", reason)
 
     def command(self) -> FinishResult:
-        if self.resume == "command":
+        if self.resume is EndAction.COMMAND:
             return self.not_repeated("command", f"run {list(self.finish.command)}")
         argv = list(self.finish.command)
         exe = argv[0] if "/" in argv[0] else shutil.which(argv[0])
         plan = f"run {argv} (no shell, timeout {human_duration(self.host.command_timeout)})"
         self.announce(plan)
         if self.dry_run:
-            return self.result("command", True, plan, "dry run: command not run")
-        self.hooks.begin("command")
+            return self.result(EndAction.COMMAND, True, plan, "dry run: command not run")
+        self.hooks.begin(EndAction.COMMAND)
         if exe is None:
             detail = f"{argv[0]!r} is not on PATH"
             self.say(f"finish: command failed: {detail}")
-            return self.result("command", False, plan, f"command failed: {detail}", detail)
+            return self.result(EndAction.COMMAND, False, plan, f"command failed: {detail}", detail)
         try:
             proc = subprocess.run(
                 [exe, *argv[1:]],
@@ -194,22 +196,24 @@ class _Finisher:
         except subprocess.TimeoutExpired:
             detail = f"no exit within {human_duration(self.host.command_timeout)}"
             self.say(f"finish: command killed: {detail}")
-            return self.result("command", False, plan, f"command timed out: {detail}", detail)
+            return self.result(
+                EndAction.COMMAND, False, plan, f"command timed out: {detail}", detail
+            )
         except OSError as exc:
             self.say(f"finish: command failed: {exc}")
-            return self.result("command", False, plan, f"command failed: {exc}", str(exc))
+            return self.result(EndAction.COMMAND, False, plan, f"command failed: {exc}", str(exc))
         for stream, text in (("stdout", proc.stdout), ("stderr", proc.stderr)):
             for line in text.splitlines()[-50:]:
                 self.say(f"finish: command {stream}: {line}")
         ok = proc.returncode == 0
         summary = f"command exited {proc.returncode}"
         self.say(f"finish: {summary}")
-        return self.result("command", ok, plan, summary, summary)
+        return self.result(EndAction.COMMAND, ok, plan, summary, summary)
 
     def poweroff(self) -> FinishResult:
         first = " ".join(self.host.poweroff_commands[0]) if self.host.poweroff_commands else "-"
         plan = f"power off this machine ({first}, else the next of {self.host.poweroff_commands})"
-        if self.resume == "poweroff":
+        if self.resume is EndAction.POWEROFF:
             return self.not_repeated("poweroff", plan)
         reason = container_reason(self.host)
         real = self.host.poweroff_commands == REAL_POWEROFF
@@ -227,8 +231,8 @@ class _Finisher:
             return self.kept(plan, f"poweroff refused: {why}")
         self.announce(plan)
         if self.dry_run:
-            return self.result("poweroff", True, plan, "dry run: not powered off")
-        self.hooks.begin("poweroff")
+            return self.result(EndAction.POWEROFF, True, plan, "dry run: not powered off")
+        self.hooks.begin(EndAction.POWEROFF)
         errors = []
         for argv in self.host.poweroff_commands:
             exe = shutil.which(argv[0])
@@ -250,14 +254,16 @@ class _Finisher:
                 errors.append(f"{argv[0]}: {exc}")
                 continue
             if proc.returncode == 0:
-                return self.result("poweroff", True, plan, f"powering off ({' '.join(argv)})")
+                return self.result(
+                    EndAction.POWEROFF, True, plan, f"powering off ({' '.join(argv)})"
+                )
             errors.append(f"{argv[0]} exited {proc.returncode}: {proc.stderr.strip()[:200]}")
         return self.kept(plan, "poweroff failed: " + "; ".join(errors))
 
     def through_provider(
         self, action: Action, provider: Provider | None, provider_error: str
     ) -> FinishResult:
-        resumed = self.resume == action.value
+        resumed = self.resume is not None and self.resume.value == action.value
         if action is Action.DESTROY and not self.verified and not resumed:
             # Never reached by decide(); a guard.
             return self.kept("destroy: REFUSED", "the final push is not verified")
@@ -277,8 +283,10 @@ class _Finisher:
             return self.kept(plan, f"cannot identify the instance: {exc}")
         self.announce(plan)
         if self.dry_run:
-            return self.result(action.value, True, plan, f"dry run: not {action.value}ed")
-        self.hooks.begin(action.value)
+            return self.result(
+                EndAction(action.value), True, plan, f"dry run: not {action.value}ed"
+            )
+        self.hooks.begin(EndAction(action.value))
         # Sent anew only when every run is safe now; else only confirmed (a run arrived since).
         send = not (resumed and action is Action.DESTROY and not self.verified)
         outcome, refused = self.keep_trying(provider, action, resumed, send, share=0.5)
@@ -286,7 +294,7 @@ class _Finisher:
             # A destroy that keeps failing: a stop still ends the GPU's billing, disk kept.
             why = refused or (outcome.detail if outcome else "")
             self.loud(f"the destroy did not happen ({why}); stopping the machine instead")
-            self.hooks.begin(Action.STOP.value)
+            self.hooks.begin(EndAction.STOP)
             plan = provider.plan(Action.STOP)
             self.announce(plan)
             action = Action.STOP
@@ -299,10 +307,12 @@ class _Finisher:
             if action is Action.STOP:
                 summary += f" ({provider.stop_bills})"
             self.say(f"finish: {summary}")
-            return self.result(action.value, True, plan, summary, provider=outcome.to_json())
+            return self.result(
+                EndAction(action.value), True, plan, summary, provider=outcome.to_json()
+            )
         self.loud(f"{provider.name}: the {action.value} is not confirmed: {outcome.detail}")
         return self.result(
-            action.value,
+            EndAction(action.value),
             False,
             plan,
             f"{action.value} requested, not confirmed",
@@ -312,7 +322,7 @@ class _Finisher:
 
     def keep_trying(
         self, provider: Provider, action: Action, resumed: bool, send: bool, share: float
-    ) -> tuple[Outcome | None, str]:
+    ) -> tuple[ProviderOutcome | None, str]:
         """(the outcome, or None when refused for good; the refusal). A destroy gets
         `share` of the time left, so a fallback stop still has its turn."""
         left = max(0.0, self.until - self.clock.time()) * share
@@ -344,7 +354,7 @@ def apply_finish(
     clock: Clock = SYSTEM,
     log: Callable[[str], None] = print,
     host: FinishHost | None = None,
-    resume: str | None = None,
+    resume: EndAction | None = None,
     decision: Decision | None = None,
     hooks: FinishHooks | None = None,
     until: float | None = None,

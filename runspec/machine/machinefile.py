@@ -15,6 +15,7 @@ from typing import Any, Literal
 from runspec.clock import Clock, utc_iso
 from runspec.spec.model import FinishSpec
 from runspec.store.atomic import write_json_atomic
+from runspec.store.finishrecord import EndAction
 from runspec.store.paths import StateLayout
 from runspec.store.room import is_unwritable
 
@@ -37,7 +38,7 @@ class Pending:
     why: str
     armed_at: str
     step: Step = "armed"
-    action: str | None = None  # chosen when applying began
+    action: EndAction | None = None  # chosen when applying began
     verified: bool | None = None
     judged: str = ""
     result: dict[str, Any] | None = None
@@ -54,6 +55,7 @@ class Pending:
     def from_json(cls, data: dict[str, Any]) -> Pending:
         values = dict(data)
         values["finish"] = FinishSpec.from_json(values["finish"])
+        values["action"] = EndAction.read(values.get("action"))
         return cls(**values)
 
 

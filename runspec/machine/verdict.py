@@ -210,7 +210,7 @@ def machine_verdict(
             # a stop keeps the disk for a person to look at; a destroy would not.
             unsafe.append(
                 f"run {record.name}'s record was rebuilt after it was damaged "
-                f"({record.rebuilt.get('reason', '?')}): the machine is not destroyed until it "
+                f"({record.rebuilt.reason}): the machine is not destroyed until it "
                 f"is looked at (`{command(f'rm {record.name}', layout.state)}`)"
             )
     unsafe.extend(unsafe_retired(layout))

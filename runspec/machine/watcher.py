@@ -23,7 +23,6 @@ from types import FrameType
 from runspec.clock import SYSTEM, Clock
 from runspec.identity import ProcessIdentity
 from runspec.store.atomic import write_json_atomic
-from runspec.store.finishrecord import FinishRecord
 from runspec.store.paths import RunPaths
 from runspec.store.state import DamagedRecord, RecordStore, RunRecord, RunStatus
 
@@ -81,8 +80,7 @@ def _ended(paths: RunPaths) -> str | None:
 def end_unconfirmed(record: RunRecord) -> bool:
     """The run ended, but the stop or destroy it asked for was never confirmed by the
     provider: the machine may still bill, so its failsafe stays armed."""
-    finish = FinishRecord.from_json(record.finish)
-    return finish is not None and finish.unconfirmed_end
+    return record.finish is not None and record.finish.unconfirmed_end
 
 
 def watch(

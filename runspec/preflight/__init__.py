@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 from runspec.checkresult import failed
-from runspec.errors import RunspecError
+from runspec.errors import Cause, RunspecError
 from runspec.preflight.ending import finish_checks
 from runspec.preflight.notifycheck import notify_checks
 from runspec.preflight.report import PreflightReport
@@ -112,6 +112,7 @@ def run_preflight(
                         f"the checks did not finish within {timeout:.0f} s (killed)",
                         "a GPU or driver that hangs is not fit to train on; check nvidia-smi, "
                         "or run `runspec preflight SPEC` to see which check stalls",
+                        Cause.GPU,  # a GPU or driver that hangs the checks
                     )
                 ],
                 seconds=time.monotonic() - started,

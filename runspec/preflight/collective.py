@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from runspec.checkresult import CheckResult, failed, passed
+from runspec.errors import Cause
 
 # A rank's process must end within this once told to, or it is killed.
 _JOIN_S = 5.0
@@ -148,4 +149,5 @@ def collective_check(gpus: Sequence[int], timeout: float) -> CheckResult:
         outcome.message,
         "multi-GPU training would hang or fail the same way: check NCCL (NCCL_DEBUG=INFO), "
         "the GPU interconnect (nvidia-smi topo -m), or train on one GPU",
+        Cause.LINK,
     )

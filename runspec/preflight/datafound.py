@@ -7,6 +7,7 @@ data.yaml whose `path:` is an absolute folder from the machine the dataset was m
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -56,9 +57,8 @@ def dataset_missing(hub: HubDataset, exc: BaseException) -> CheckResult | None:
         )
     cannot = hubreach.unreachable(exc)
     if cannot is not None:
-        return failed(
-            "dataset", f"{cannot} (asking for {hub.repo}/{hub.file})", hubreach.UNREACHABLE_FIX
-        )
+        said = f"{cannot} (asking for {hub.repo}/{hub.file})"
+        return replace(failed("dataset", said, hubreach.UNREACHABLE_FIX), transient=True)
     return None
 
 

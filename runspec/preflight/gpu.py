@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from runspec.checkresult import CheckResult, failed, passed, warned
+from runspec.errors import Cause
 from runspec.spec.model import TrainSpec
 
 MATMUL_N = 2000
@@ -54,6 +55,7 @@ def select_gpus(train: TrainSpec) -> Selection:
                 f"{asked} needs a GPU, but torch sees no CUDA GPU on this machine "
                 f"({torch_build()})",
                 f"{fix}, or set train.device: cpu",
+                Cause.GPU,
             ),
         )
     gpus = tuple(range(count)) if wanted is None else wanted
@@ -66,6 +68,7 @@ def select_gpus(train: TrainSpec) -> Selection:
                 f"{asked} asks for GPU {', '.join(map(str, missing))}, but this machine shows "
                 f"{count} (0-{count - 1})",
                 f"use GPU indices below {count} in train.device, or rent the GPUs the spec needs",
+                Cause.GPU,
             ),
         )
     batch = _batch_rule(train.batch, len(gpus))
@@ -167,7 +170,7 @@ def matmul_check(device: str, n: int = MATMUL_N) -> CheckResult:
             if "no kernel image" in str(exc)
             else "check the driver and the GPU (nvidia-smi); rent another machine if it persists"
         )
-        return failed(name, f"a {n}x{n} matrix product failed: {first}", fix)
+        return failed(name, f"a {n}x{n} matrix product failed: {first}", fix, Cause.GPU)
     seconds = time.monotonic() - started
     verdict = compare_matmul(result, reference)
     if not verdict.ok:
@@ -176,5 +179,6 @@ def matmul_check(device: str, n: int = MATMUL_N) -> CheckResult:
             f"a {n}x{n} matrix product is wrong: {verdict.message}",
             "the GPU or its torch build computes wrong results; reinstall torch for this GPU "
             "or rent another machine",
+            Cause.GPU,
         )
     return passed(name, f"{n}x{n} product matches the CPU ({verdict.message}, {seconds:.2f} s)")

@@ -8,6 +8,7 @@ from typing import Any
 
 from runspec.checkresult import CheckResult, CheckStatus
 from runspec.clock import human_duration
+from runspec.errors import Cause
 from runspec.voice import ERROR, INFO, WARNING, Said
 
 # The checks whose failure is the spec's or the dataset's, not this machine's.
@@ -38,8 +39,13 @@ class PreflightReport:
         """Whether every failure is one no fresh machine can mend: the dataset, its data.yaml
         or a notify URL the spec names, and none of them for want of the network."""
         return bool(self.failures) and all(
-            c.name in PERMANENT_CHECKS and "cannot reach" not in c.message for c in self.failures
+            c.name in PERMANENT_CHECKS and not c.transient for c in self.failures
         )
+
+    @property
+    def cause(self) -> Cause | None:
+        """The first failure's cause when it is this machine's (the run's reason is that one)."""
+        return self.failures[0].cause if self.failures else None
 
     def first_failure(self) -> str:
         """The first failed check and its fix, in one line (a run's termination reason)."""

@@ -161,7 +161,7 @@ class Http:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ProviderOutcome:
     provider: str
     action: str
     instance: str
@@ -260,7 +260,7 @@ class Provider:
             self.describe_call(action, instance)
         )
 
-    def apply(self, action: Action) -> Outcome:
+    def apply(self, action: Action) -> ProviderOutcome:
         if action is Action.STOP and not self.can_stop:
             raise ProviderError(f"{self.name} cannot stop an instance ({self.stop_bills})")
         instance = self.identify()
@@ -269,7 +269,7 @@ class Provider:
         self.call(action, instance)
         return self.confirm(action, instance, call)
 
-    def resume(self, action: Action) -> Outcome:
+    def resume(self, action: Action) -> ProviderOutcome:
         """After a restart, an action requested before it: confirmed, not requested again.
         Only when the provider shows no sign of it for a whole confirmation wait (the request
         never left this machine) is it made once more: stop and destroy are idempotent there."""
@@ -287,7 +287,7 @@ class Provider:
         self.call(action, instance)
         return self.confirm(action, instance, call)
 
-    def confirm_only(self, action: Action) -> Outcome:
+    def confirm_only(self, action: Action) -> ProviderOutcome:
         """Poll for an action requested before a restart; request nothing."""
         instance = self.identify()
         return self.confirm(action, instance, self.describe_call(action, instance))
@@ -298,7 +298,7 @@ class Provider:
 
     def confirm(
         self, action: Action, instance: str, call: str, within: float | None = None
-    ) -> Outcome:
+    ) -> ProviderOutcome:
         """Poll until the instance is going, for at most `within` (confirm_timeout) seconds."""
         going = self.going(action)
         wait = self.confirm_timeout if within is None else max(0.0, within)
@@ -312,14 +312,14 @@ class Provider:
             except ProviderError as exc:
                 last_error = str(exc)
             if last in going:
-                return Outcome(self.name, action.value, instance, call, True, last, "")
+                return ProviderOutcome(self.name, action.value, instance, call, True, last, "")
             if self.clock.monotonic() >= deadline:
                 break
             self.clock.sleep(min(self.poll_interval, max(0.0, deadline - self.clock.monotonic())))
         detail = f"requested, but after {wait:g} s the provider still reports {last!r}" + (
             f" (last poll failed: {last_error})" if last_error else ""
         )
-        return Outcome(self.name, action.value, instance, call, False, last, detail)
+        return ProviderOutcome(self.name, action.value, instance, call, False, last, detail)
 
 
 def env_or_file(env: Mapping[str, str], name: str, environ_file: str) -> str | None:

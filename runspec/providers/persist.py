@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from runspec.clock import utc_iso
-from runspec.providers.base import Action, Outcome, Provider, ProviderError
+from runspec.providers.base import Action, Provider, ProviderError, ProviderOutcome
 
 log = logging.getLogger("runspec.providers")
 
@@ -73,9 +73,9 @@ class _Ender:
         self.call = provider.describe_call(action, self.instance)
         self.state: str | None = None
 
-    def outcome(self, confirmed: bool, detail: str = "") -> Outcome:
+    def outcome(self, confirmed: bool, detail: str = "") -> ProviderOutcome:
         p = self.provider
-        return Outcome(
+        return ProviderOutcome(
             p.name, self.action.value, self.instance, self.call, confirmed, self.state, detail
         )
 
@@ -129,7 +129,7 @@ def keep_ending(
     *,
     resumed: bool = False,
     on_attempt: Callable[[Attempt], None] = lambda attempt: None,
-) -> Outcome:
+) -> ProviderOutcome:
     """Request `action` until confirmed or `window.until`; raises Refused for a permanent no
     (and ProviderError when the instance cannot be identified)."""
     ender = _Ender(provider, action, window, on_attempt)

@@ -83,8 +83,7 @@ def push_first_card(
     """After the run's first verified push: a card (the `runspec` tag) in a commit of its own.
     The final card replaces it; a refused one is said and holds nothing back."""
 
-    usd = record.cost.get("usd")
-    cost = float(usd) if isinstance(usd, int | float) else None
+    cost = record.cost.usd if record.cost else None
     try:
         paths.report_dir.mkdir(parents=True, exist_ok=True)
         write_text(paths.first_card, model_card(spec, paths, record, cost, False, []))

@@ -57,7 +57,6 @@ def prepare(spec: Spec, paths: RunPaths, record: RunRecord, say: Callable[[str],
     paths.report_dir.mkdir(parents=True, exist_ok=True)
     paths.curves_png.unlink(missing_ok=True)  # a run resumed after a push: draw afresh
     curves = draw_curves(spec, paths, say) if record.epoch > 0 else False
-    usd = record.cost.get("usd")
-    cost = float(usd) if isinstance(usd, int | float) else None
+    cost = record.cost.usd if record.cost else None
     card = model_card(spec, paths, record, cost, curves, libreyolo_plots(paths.run_dir))
     write_text(paths.model_card, card)

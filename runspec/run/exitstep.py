@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from runspec.errors import Cause
 from runspec.store.state import STOP_REASONS, Termination
 from runspec.trainer.control import TrainerOutcome, no_space
 from runspec.trainer.safeload import UnsafeCheckpoint
@@ -26,6 +27,7 @@ class ExitFacts:
     outcome: TrainerOutcome | None  # result.json's; None when the trainer left none
     reason: str = ""  # result.json's reason
     error: str = ""  # "<type>: <message>" of a LibreYOLO exception
+    cause: Cause | None = None  # result.json's: the failure was this machine's
     done: bool = False  # the epoch marker shows the last epoch
     stopping: Termination | None = None  # the stop this side asked for, if any
     last_epoch: int = 0
@@ -41,6 +43,7 @@ class ExitStep:
     step: Step
     termination: Termination | None = None  # for END
     reason: str = ""  # for END: the transition's reason, in a person's words
+    cause: Cause | None = None  # for END after a failure: this machine's fault
 
 
 def _end(termination: Termination, reason: str) -> ExitStep:
@@ -68,7 +71,8 @@ def next_step(f: ExitFacts) -> ExitStep:
         if f.error.startswith(f"{UnsafeCheckpoint.__name__}:"):
             # The trainer refused its checkpoint before LibreYOLO saw it: said as it is.
             return _end(Termination.FAILED_TRAINING, f"resume refused: {f.reason or f.error}")
-        return _end(Termination.FAILED_TRAINING, f"LibreYOLO failed: {f.reason or f.error}")
+        failed = f"LibreYOLO failed: {f.reason or f.error}"
+        return ExitStep(Step.END, Termination.FAILED_TRAINING, failed, f.cause)
     if f.stopping is not None:
         return _end(f.stopping, f"trainer ended at epoch {f.last_epoch}")
     if f.done:

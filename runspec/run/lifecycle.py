@@ -119,7 +119,7 @@ class Lifecycle:
 
     def _note_cost(self) -> None:
         cost = run_cost(self.record, self.spec.budget.hourly_cost, self.clock.time())
-        self.owner.costed(cost.to_json())
+        self.owner.costed(cost)
 
     # The phases.
     def run(self) -> RunRecord:
@@ -242,8 +242,8 @@ class Lifecycle:
         self.owner.transition(status, reason, termination)
 
     def _fail(self, termination: Termination, message: str, cause: object = None) -> None:
-        self.say(error(f"failed: {message}"))  # a cause may say it is `permanent` (terminal)
-        self.owner.failed(message, termination, bool(getattr(cause, "permanent", False)))
+        self.say(error(f"failed: {message}"))
+        self.owner.failed(message, termination, cause)
 
     def _start(self) -> None:
         now = self.clock.time()

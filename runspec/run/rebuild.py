@@ -19,7 +19,16 @@ from runspec.spec.loader import load_accepted
 from runspec.spec.rules import RULES_VERSION
 from runspec.store.owner import run_holder
 from runspec.store.paths import RunPaths, StateLayout
-from runspec.store.state import Damaged, PushRecord, RecordStore, RunRecord, RunStatus
+from runspec.store.state import (
+    Damaged,
+    PushRecord,
+    Rebuilt,
+    RecordStore,
+    Reopen,
+    RunRecord,
+    RunStatus,
+    move,
+)
 from runspec.trainer import control
 from runspec.trainer.control import TrainJob
 from runspec.trainer.launcher import TrainerHandle
@@ -42,7 +51,10 @@ def rebuilt_record(paths: RunPaths, clock: Clock, damaged: Damaged) -> RunRecord
         job = TrainJob.read(paths.train_job_file)
     except (RunspecError, OSError, ValueError, KeyError, TypeError) as exc:
         raise CannotRebuild(f"its spec or its train job is unreadable: {exc}") from exc
-    deadline = control.read_deadline(paths.control_dir)
+    # The run's own deadline; a folder an older runspec wrote has only the trainer's stop time
+    # (the deadline less the reserve): the earlier end, never a later one.
+    deadline = control.read_deadline(paths.control_dir, "run_deadline")
+    deadline = deadline or control.read_deadline(paths.control_dir)
     if deadline is None:
         raise CannotRebuild("its deadline (control/deadline) is unreadable")
     marker = control.read_epoch_marker(paths.control_dir)
@@ -51,8 +63,6 @@ def rebuilt_record(paths: RunPaths, clock: Clock, damaged: Damaged) -> RunRecord
     record = RunRecord(
         name=spec.name,
         spec_sha256=spec.sha256,
-        status=RunStatus.TRAINING,
-        reason="rebuilt from its job folder",
         started_at=start,
         budget_started_at=start,
         deadline=utc_iso(deadline),
@@ -60,7 +70,7 @@ def rebuilt_record(paths: RunPaths, clock: Clock, damaged: Damaged) -> RunRecord
         epoch=marker.epoch if marker is not None else 0,
         total_epochs=job.epochs,
         spec_rules=RULES_VERSION,
-        rebuilt={"reason": damaged.reason, "kept_as": damaged.kept_as, "at": now},
+        rebuilt=Rebuilt(damaged.reason, damaged.kept_as, now),
     )
     manifest = Manifest.load(paths.pushed_manifest)
     if manifest is not None:
@@ -70,7 +80,7 @@ def rebuilt_record(paths: RunPaths, clock: Clock, damaged: Damaged) -> RunRecord
             manifest.epoch, manifest.time, None, files, size, final=manifest.final
         )
     why = f"rebuilt from its job folder ({damaged.reason})"
-    record.history.append({"time": now, "from": "damaged", "to": "training", "reason": why})
+    move(record, RunStatus.TRAINING, why, clock.time(), via=Reopen.REBUILD)
     return record
 
 

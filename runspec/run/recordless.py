@@ -22,7 +22,7 @@ from runspec.push.fetch import Pushed
 from runspec.push.hubrecord import newest_checkpoint
 from runspec.push.remote import RECORD, SPEC
 from runspec.spec.model import Spec
-from runspec.store.state import PushRecord, RunRecord, RunStatus, Termination
+from runspec.store.state import PushRecord, RunRecord, RunStatus, Termination, move
 
 LOST = f"{RECORD} is gone from its push target: rebuilt from the manifest"
 
@@ -62,12 +62,9 @@ def rebuilt_record(
         raise refusal(f"run {spec.name!r} completed all its epochs: nothing to resume")
     now = clock.time()
     start = min([_time(e.time) for e in manifest.entries] + [_time(manifest.time), now])
-    return RunRecord(
+    record = RunRecord(
         name=spec.name,
         spec_sha256=spec.sha256,
-        status=RunStatus.FINISHED,
-        termination=Termination.INTERRUPTED,
-        reason=LOST,
         started_at=utc_iso(start),
         budget_started_at=utc_iso(start),
         epoch=epoch,
@@ -79,8 +76,9 @@ def rebuilt_record(
             files=[e.path for e in manifest.entries],
             final=manifest.final,
         ),
-        history=[{"time": utc_iso(now), "from": "finished", "to": "finished", "reason": LOST}],
     )
+    move(record, RunStatus.FINISHED, LOST, now, Termination.INTERRUPTED)
+    return record
 
 
 def unknown_start_line(record: RunRecord, where: str, keep_budget: bool) -> str:

@@ -38,7 +38,16 @@ from runspec.run.recordless import holds_weights, rebuilt_record, unknown_start_
 from runspec.spec.model import Spec
 from runspec.store.hint import command
 from runspec.store.paths import RunPaths
-from runspec.store.state import DamagedRecord, RecordStore, RunRecord, RunStatus, Termination
+from runspec.store.state import (
+    UNFINISHED_END,
+    DamagedRecord,
+    RecordStore,
+    Reopen,
+    RunRecord,
+    RunStatus,
+    Termination,
+    move,
+)
 from runspec.trainer import control
 from runspec.trainer.checkpoints import newest_intact_checkpoint
 from runspec.trainer.launcher import TrainerHandle
@@ -46,10 +55,21 @@ from runspec.trainer.launcher import TrainerHandle
 # What a pushed record may set in a fresh disk's record: its story and its budget, never where
 # this machine keeps its files.
 CARRIED = (
-    "started_at", "budget_started_at", "deadline", "epoch", "total_epochs", "restarts_used",
-    "last_push", "cost", "fit", "history", "resumes", "termination", "why", "terminal",
-)  # fmt: skip
-UNFINISHED_END = frozenset({RunStatus.PUSHING, RunStatus.FINISHING})
+    "started_at",
+    "budget_started_at",
+    "deadline",
+    "epoch",
+    "total_epochs",
+    "restarts_used",
+    "last_push",
+    "cost",
+    "fit",
+    "history",
+    "resumes",
+    "termination",
+    "why",
+    "terminal",
+)
 
 
 class CannotResume(UsageError):
@@ -145,7 +165,7 @@ def _refuse_unresumable(
             f"this one {spec.sha256[:12]}); resume it with the spec it ran"
         )
     if record.terminal:
-        why = printable(str(record.terminal.get("reason", "")))
+        why = printable(record.terminal.reason)
         raise CannotResume(
             f"run {spec.name!r} failed for good and is not resumed: {why}; fix the spec, then "
             f"{_start_over(spec, state, target)}"
@@ -183,7 +203,7 @@ def _from_target(
     for key in CARRIED:
         setattr(record, key, carried[key])
     # Whoever drove it there is gone with its machine: on this disk it ended, to go on.
-    record.status = RunStatus.FINISHED
+    move(record, RunStatus.FINISHED, f"its machine is gone; read from {pushed.where}", clock.time())
     paths = RunPaths.load(state.absolute(), spec.name)
     pushed.manifest.write(paths.pushed_manifest)  # its pushed history: nothing sent twice
     RecordStore(state.absolute(), clock).save(record)
@@ -271,20 +291,14 @@ def _reopen(
         new = old  # its final push or finish was under way: that goes on first
     else:
         new = RunStatus.TRAINING if staged and record.epoch > 0 else RunStatus.PREFLIGHT
-        record.termination, record.why, record.ended_at, record.finish = None, "", None, {}
+        record.termination, record.why, record.cause, record.finish = None, "", None, None
     record.push_error = None
     record.resumes += 1
-    record.status = new
-    reason = f"resumed from {source} ({'budget kept' if keep_budget else 'a new budget'})"
-    record.reason = reason
-    record.history.append(
-        {"time": utc_iso(now), "from": old.value, "to": new.value, "reason": reason}
-    )
-
     handle = TrainerHandle.find(paths)
     if handle is None or not handle.alive():  # a live one is re-attached, its files kept
         _clear_trainer(paths)
-    store.save(record)
+    reason = f"resumed from {source} ({'budget kept' if keep_budget else 'a new budget'})"
+    store.transition(record, new, reason, via=Reopen.RESUME)
     return line + _cancel_left(paths, old)
 
 
@@ -307,18 +321,12 @@ def _clear_trainer(paths: RunPaths) -> None:
         (paths.control_dir / name).unlink(missing_ok=True)
 
 
-def refinish(record: RunRecord, store: RecordStore, clock: Clock = SYSTEM) -> None:
+def refinish(record: RunRecord, store: RecordStore) -> None:
     """A finished run back to its finish (`runspec push NAME --finish`, once its final push is
     verified): the machine's end judges it again, by the same gate as at its first end."""
-    now = utc_iso(clock.time())
     reason = "finish asked again after a verified push (runspec push --finish)"
-    record.history.append(
-        {"time": now, "from": record.status.value, "to": "finishing", "reason": reason}
-    )
-    record.status, record.reason, record.finish, record.ended_at = (
-        RunStatus.FINISHING, reason, {}, None,
-    )  # fmt: skip
-    store.save(record)
+    record.finish = None
+    store.transition(record, RunStatus.FINISHING, reason, via=Reopen.REFINISH)
 
 
 def resume_under_engine(spec: Spec, state: Path, engine: str) -> Resumed | None:

@@ -17,6 +17,7 @@ from runspec.alerts import Alerts
 from runspec.budget import Planner, eval_interval_of, validates
 from runspec.budgetfit import planned_epochs
 from runspec.clock import Clock, human_duration
+from runspec.errors import Cause
 from runspec.push.until import push_until_verified
 from runspec.requests import RunRequests
 from runspec.run.exitstep import ExitFacts, Step, next_step
@@ -247,7 +248,9 @@ class Supervisor:
         """The stop time and the planner's next-epoch predictions, so the trainer, deciding at
         the boundary itself, stops when the planner would."""
         planner = self.planner
-        control.write_deadline(self.paths.control_dir, planner.stop_at(), planner.guesses())
+        control.write_deadline(
+            self.paths.control_dir, planner.stop_at(), planner.guesses(), planner.deadline
+        )
 
     def _ask_stop(self, handle: TrainerHandle, why: Termination, reason: str) -> None:
         if self.stopping is not None:
@@ -327,7 +330,7 @@ class Supervisor:
             )
         if step.step is Step.END:
             assert step.termination is not None
-            self._end(step.termination, step.reason)
+            self._end(step.termination, step.reason, step.cause)
             return None
         self.owner.restarted()
         checkpoint = newest_intact_checkpoint(self.paths.run_dir)
@@ -348,6 +351,7 @@ class Supervisor:
             outcome=outcome,
             reason=result.reason if result is not None else "",
             error=f"{result.error_type}: {result.error_message}" if result is not None else "",
+            cause=result.cause if result is not None else None,
             done=done,
             stopping=self.stopping,
             last_epoch=self.last_epoch,
@@ -384,7 +388,7 @@ class Supervisor:
         )
         return wait_for_space(where, needed, self.owner, self.clock, self.lc.options.tick, give_up)
 
-    def _end(self, termination: Termination, reason: str) -> None:
+    def _end(self, termination: Termination, reason: str, cause: Cause | None = None) -> None:
         failed = termination in (Termination.FAILED_TRAINING, Termination.LOST)
         self.lc.say(error(reason) if failed else reason)
-        self.owner.transition(RunStatus.PUSHING, reason, termination)
+        self.owner.transition(RunStatus.PUSHING, reason, termination, cause)

@@ -13,10 +13,36 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
+class EndAction(str, enum.Enum):
+    """What a finish does, once chosen: the spec's action resolved (`auto` to stop or destroy),
+    or `keep` for weights not verified. Records keep it as its string."""
+
+    NONE = "none"
+    KEEP = "keep"
+    COMMAND = "command"
+    POWEROFF = "poweroff"
+    STOP = "stop"
+    DESTROY = "destroy"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def read(cls, value: object) -> EndAction | None:
+        """A record's action; None when it has none or one that is none of these."""
+        try:
+            return cls(value) if isinstance(value, str) else None
+        except ValueError:
+            return None
+
+
+ENDS_BILLING = frozenset({EndAction.STOP, EndAction.DESTROY})
+
+
 @dataclass(frozen=True)
 class FinishResult:
     requested: str  # the spec's finish.action
-    action: str  # what was chosen: none | command | poweroff | stop | destroy | keep
+    action: EndAction  # what was chosen
     verified: bool
     dry_run: bool
     ok: bool  # it did what it set out to do (a dry run: it printed the plan)
@@ -28,7 +54,7 @@ class FinishResult:
     provider: dict[str, Any] | None = field(default=None)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self) | {"action": self.action.value}
 
 
 class FinishStep(str, enum.Enum):
@@ -40,13 +66,13 @@ class FinishStep(str, enum.Enum):
 @dataclass(frozen=True)
 class FinishRecord:
     step: FinishStep
-    action: str | None = None
+    action: EndAction | None = None
     summary: str = ""
     why: str = ""
     result: FinishResult | None = None
 
     @classmethod
-    def applying(cls, action: str) -> FinishRecord:
+    def applying(cls, action: EndAction) -> FinishRecord:
         return cls(FinishStep.APPLYING, action, f"{action}: under way")
 
     @classmethod
@@ -59,7 +85,8 @@ class FinishRecord:
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = self.result.to_json() if self.result is not None else {}
-        data.update(step=self.step.value, action=self.action, summary=self.summary, why=self.why)
+        action = self.action.value if self.action is not None else None
+        data.update(step=self.step.value, action=action, summary=self.summary, why=self.why)
         if self.step is FinishStep.DEFERRED:
             data["deferred"] = True
         return data
@@ -75,15 +102,17 @@ class FinishRecord:
         if step is None:
             return None
         result = None
-        if step == "applied":
+        action = EndAction.read(data.get("action"))
+        if step == "applied" and action is not None:
             fields = FinishResult.__dataclass_fields__
             try:
-                result = FinishResult(**{k: v for k, v in data.items() if k in fields})
+                values = {k: v for k, v in data.items() if k in fields}
+                result = FinishResult(**(values | {"action": action}))
             except TypeError:
                 result = None
         return cls(
             FinishStep(step),
-            data.get("action"),
+            action,
             str(data.get("summary", "")),
             str(data.get("why", "")),
             result,
@@ -95,7 +124,4 @@ class FinishRecord:
         result = self.result
         if result is None or result.ok or result.dry_run:
             return False
-        return result.requested in ("stop", "destroy", "auto") or result.action in (
-            "stop",
-            "destroy",
-        )
+        return result.requested in ("stop", "destroy", "auto") or result.action in ENDS_BILLING

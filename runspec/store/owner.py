@@ -22,13 +22,23 @@ from pathlib import Path
 from typing import Any
 
 from runspec.clock import SYSTEM, Clock, utc_iso
-from runspec.errors import UsageError
+from runspec.errors import Cause, UsageError
 from runspec.store.atomic import write_bytes
+from runspec.store.finishrecord import FinishRecord
 from runspec.store.hint import command
 from runspec.store.locks import FileLock, Holder, holder
 from runspec.store.paths import RunPaths, StateLayout
+from runspec.store.record import RunCost
 from runspec.store.room import free_bytes, is_no_space, is_unwritable, write_note
-from runspec.store.state import PushRecord, RecordStore, RunRecord, RunStatus, Termination
+from runspec.store.state import (
+    DiskFull,
+    PushRecord,
+    RecordStore,
+    RunRecord,
+    RunStatus,
+    Terminal,
+    Termination,
+)
 from runspec.voice import error
 
 log = logging.getLogger("runspec.store.owner")
@@ -176,13 +186,13 @@ class RunOwner:
         path = self.store.path(self.name)
         if self.record.disk_full is None:
             free = free_bytes(str(path.parent))
-            self.record.disk_full = {
-                "path": str(path.parent),
-                "needed": "a few kilobytes for the run's record",
-                "free": free,
-                "since": utc_iso(self.clock.time()),
-            }
-            write_note(self.note, self.record.disk_full)
+            self.record.disk_full = DiskFull(
+                str(path.parent),
+                "a few kilobytes for the run's record",
+                free,
+                utc_iso(self.clock.time()),
+            )
+            write_note(self.note, self.record.disk_full.to_json())
             log.debug("%s: cannot save the record: %s", self.name, exc)
             self.on_disk_full(
                 error(
@@ -195,15 +205,10 @@ class RunOwner:
     def note_disk_full(self, path: str, needed: int | str, what: str) -> None:
         """Another write (a staged checkpoint, the trainer's) failed for want of space."""
         with self._lock:
-            first = self.record.disk_full is None or self.record.disk_full.get("path") != path
-            self.record.disk_full = {
-                "path": path,
-                "needed": needed,
-                "free": free_bytes(path),
-                "since": utc_iso(self.clock.time()),
-                "what": what,
-            }
-            write_note(self.note, self.record.disk_full)
+            first = self.record.disk_full is None or self.record.disk_full.path != path
+            since = utc_iso(self.clock.time())
+            self.record.disk_full = DiskFull(path, needed, free_bytes(path), since, what)
+            write_note(self.note, self.record.disk_full.to_json())
             if first:
                 self.on_disk_full(error(f"DISK FULL: {what}"))
             self.save()
@@ -239,9 +244,9 @@ class RunOwner:
             self.record.data_yaml = str(data_yaml)
             self.save()
 
-    def costed(self, cost: dict[str, Any]) -> None:
+    def costed(self, cost: RunCost) -> None:
         with self._lock:
-            self.record.cost = cost
+            self.record.cost = RunCost.from_json(cost.to_json())  # kept as it is written
             self.save()
 
     def fitted(self, fit: dict[str, Any], epochs: int) -> None:
@@ -250,28 +255,39 @@ class RunOwner:
             self.record.fit, self.record.total_epochs = fit, epochs
             self.save()
 
-    def finish_noted(self, finish: dict[str, Any]) -> None:
+    def finish_noted(self, finish: FinishRecord) -> None:
         """How far the run's own finish got (runspec.machine.endgame writes it)."""
         with self._lock:
             self.record.finish = finish
             self.save()
 
     def transition(
-        self, new: RunStatus, reason: str, termination: Termination | None = None
+        self,
+        new: RunStatus,
+        reason: str,
+        termination: Termination | None = None,
+        cause: Cause | None = None,
     ) -> None:
+        """`cause`: a failure that was this machine's (runspec.errors.Cause)."""
         with self._lock:
+            if cause is not None:
+                self.record.cause = cause
             try:
                 self.store.transition(self.record, new, reason, termination)
             except OSError as exc:
                 self._unsaved_by(exc)
 
-    def failed(self, reason: str, termination: Termination, permanent: bool) -> None:
+    def failed(self, reason: str, termination: Termination, source: object = None) -> None:
         """The run failed before its end: on to its final push. A failure no retry can mend
-        (`permanent`) is marked terminal in the record, which is pushed with it."""
+        (its `source` says it is `permanent`) is marked terminal in the record, which is
+        pushed with it; one that was this machine's keeps its typed `cause` (a preflight's)."""
+        permanent = bool(getattr(source, "permanent", False))
+        cause = getattr(source, "cause", None)
+        cause = cause if isinstance(cause, Cause) else None
         with self._lock:
             if permanent:
-                self.record.terminal = {"reason": reason, "at": utc_iso(self.clock.time())}
-            self.transition(RunStatus.PUSHING, reason, termination)
+                self.record.terminal = Terminal(reason, utc_iso(self.clock.time()))
+            self.transition(RunStatus.PUSHING, reason, termination, cause)
 
     def pushed(self, push: PushRecord) -> None:
         """The pusher's verified push."""

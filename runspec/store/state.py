@@ -1,4 +1,4 @@
-"""A run's persisted record, its status and how it ended, and the one transition function.
+"""The one transition function of a run's status, and the store of run records.
 
 The record is plain JSON under the state folder, written atomically (temp file, fsync, rename),
 so a daemon killed at any moment finds a whole record on restart. A record something else
@@ -13,50 +13,52 @@ import enum
 import json
 import logging
 import threading
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.errors import RunspecError
 from runspec.store.atomic import write_json_atomic
 from runspec.store.paths import StateLayout
+from runspec.store.record import (
+    RECORD_SCHEMA,
+    STOP_REASONS,
+    DiskFull,
+    PushRecord,
+    Rebuilt,
+    RunRecord,
+    RunStatus,
+    Terminal,
+    Termination,
+)
+
+# The record's own types (runspec.store.record) are importable from here, as they always were.
+__all__ = [
+    "ALLOWED",
+    "BACKWARD",
+    "DAMAGED_FILE",
+    "RECORD_SCHEMA",
+    "STOP_REASONS",
+    "UNFINISHED_END",
+    "Damaged",
+    "DamagedRecord",
+    "DiskFull",
+    "PushRecord",
+    "Rebuilt",
+    "RecordStore",
+    "Reopen",
+    "RunRecord",
+    "RunStatus",
+    "Scan",
+    "Terminal",
+    "Termination",
+    "TransitionError",
+    "move",
+    "named",
+    "unnamed_edges",
+]
 
 log = logging.getLogger("runspec.store.state")
-
-
-class RunStatus(str, enum.Enum):
-    QUEUED = "queued"
-    PREFLIGHT = "preflight"
-    STAGING = "staging"
-    TRAINING = "training"
-    STOPPING = "stopping"
-    PUSHING = "pushing"
-    FINISHING = "finishing"
-    FINISHED = "finished"
-
-
-class Termination(str, enum.Enum):
-    """How a run ended, kept apart from its status."""
-
-    COMPLETED = "completed"
-    CANCELLED = "cancelled"
-    BUDGET = "budget"
-    INTERRUPTED = "interrupted"  # SIGTERM/SIGINT to `runspec run`, or a system shutdown
-    FAILED_PREFLIGHT = "failed-preflight"
-    FAILED_STAGING = "failed-staging"
-    FAILED_TRAINING = "failed-training"
-    LOST = "lost"  # the trainer died and no restart was left
-
-
-# How a trainer that stopped on request ended, by the reason written into the control folder.
-STOP_REASONS = {
-    "budget": Termination.BUDGET,
-    "deadline": Termination.BUDGET,
-    "cancel": Termination.CANCELLED,
-    "interrupt": Termination.INTERRUPTED,
-}
-
 
 S = RunStatus
 ALLOWED: dict[RunStatus, frozenset[RunStatus]] = {
@@ -72,100 +74,67 @@ ALLOWED: dict[RunStatus, frozenset[RunStatus]] = {
     S.FINISHED: frozenset(),
 }
 
-RECORD_SCHEMA = 1  # the record.json format this runspec writes and reads
+
+class Reopen(str, enum.Enum):
+    """The moves back, each named for what makes it; only a transition that names one may
+    take it, and its history entry says which (`via`)."""
+
+    RESUME = "resume"  # `--resume`: back to the preflight or the training, or its end goes on
+    REFINISH = "refinish"  # `runspec push --finish`: a finished run back to its finish
+    REBUILD = "rebuild"  # a damaged record under a live trainer, rebuilt (runspec.run.rebuild)
 
 
-@dataclass
-class PushRecord:
-    """The last verified push: only this counts for the finish action."""
+# A final push or finish under way when its driver stopped: a resume lets it go on first.
+UNFINISHED_END = frozenset({S.PUSHING, S.FINISHING})
+BACKWARD: dict[Reopen, frozenset[tuple[RunStatus, RunStatus]]] = {
+    Reopen.RESUME: frozenset(
+        {(old, new) for old in S if old not in UNFINISHED_END for new in (S.PREFLIGHT, S.TRAINING)}
+        | {(end, end) for end in UNFINISHED_END}
+    ),
+    Reopen.REFINISH: frozenset({(S.FINISHED, S.FINISHING)}),
+    # A rebuilt record starts anew (queued) and takes up the training its trainer is in.
+    Reopen.REBUILD: frozenset({(S.QUEUED, S.TRAINING)}),
+}
 
-    epoch: int | None
-    time: str
-    commit: str | None
-    files: list[str]
-    bytes: int = 0
-    seconds: float = 0.0
-    final: bool = False
+
+def named(old: str, new: str, via: str | None = None) -> bool:
+    """Whether the table names the move `old -> new` (by `via`, for a move back)."""
+    try:
+        edge = (RunStatus(old), RunStatus(new))
+        return edge in BACKWARD[Reopen(via)] if via else edge[1] in ALLOWED[edge[0]]
+    except ValueError:
+        return False
 
 
-@dataclass
-class RunRecord:
-    name: str
-    spec_sha256: str
-    status: RunStatus = RunStatus.QUEUED
-    termination: Termination | None = None
-    why: str = ""  # why it ended, in a person's words (set with the termination)
-    reason: str = ""  # the reason of the latest transition
-    queued_at: str | None = None
-    started_at: str | None = None  # the run's first start (UTC); the budget counts from here
-    # ... unless a resume gave it a new budget (runspec.run.resume): then from here.
-    budget_started_at: str | None = None
-    deadline: str | None = None  # started_at + wall_clock (UTC); survives restarts
-    ended_at: str | None = None
-    # run_dir is no field: paths.json says where the run folder is (an older record's copy
-    # is ignored as it is read).
-    data_yaml: str | None = None  # the staged dataset, so a re-attached run can resume
-    epoch: int = 0
-    total_epochs: int = 0
-    restarts_used: int = 0
-    last_push: PushRecord | None = None
-    push_error: str | None = None
-    finish: dict[str, Any] = field(default_factory=dict)
-    cost: dict[str, Any] = field(default_factory=dict)
-    # Set while a write failed for want of space: {"path", "needed", "since"}; None otherwise.
-    disk_full: dict[str, Any] | None = None
-    # The schedule fitted to the budget (runspec.budgetfit.Fit); None: train.epochs stands.
-    fit: dict[str, Any] | None = None
-    history: list[dict[str, str]] = field(default_factory=list)
-    # The spec rules (runspec.spec.rules.RULES_VERSION) it was accepted under; None: before 1.
-    spec_rules: int | None = None
-    # A permanent failure (a missing dataset, a spec LibreYOLO refuses): {"reason", "at"}.
-    # Pushed with the record, so no resume (here or on a fresh machine) tries it again.
-    terminal: dict[str, Any] | None = None
-    resumes: int = 0  # how often `--resume` continued it
-    # Set when this record was rebuilt from the job folder's other files because record.json
-    # was damaged under a live trainer (runspec.run.rebuild): {"reason", "kept_as", "at"}.
-    # Such a run is never trusted for a destroy.
-    rebuilt: dict[str, Any] | None = None
-    schema: int = RECORD_SCHEMA
+def unnamed_edges(history: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The entries of a record's history whose move the table does not name."""
+    return [h for h in history if not named(h.get("from", ""), h.get("to", ""), h.get("via"))]
 
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["status"] = self.status.value
-        data["termination"] = self.termination.value if self.termination else None
-        return data
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RunRecord:
-        """Raises ValueError, TypeError or KeyError for anything that is not a record."""
-        if not isinstance(data, dict):
-            raise TypeError(f"a record is a JSON object, not {type(data).__name__}")
-        schema = data.get("schema", RECORD_SCHEMA)
-        if schema != RECORD_SCHEMA:
-            raise ValueError(f"record schema {schema!r}; this runspec reads {RECORD_SCHEMA}")
-        known = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in data.items() if k in known}
-        for key in ("name", "spec_sha256"):
-            if not isinstance(kwargs.get(key), str) or not kwargs[key]:
-                raise KeyError(f"the record has no {key}")
-        kwargs["status"] = RunStatus(kwargs.get("status", "queued"))
-        term = kwargs.get("termination")
-        kwargs["termination"] = Termination(term) if term else None
-        if kwargs.get("last_push"):
-            kwargs["last_push"] = PushRecord(**kwargs["last_push"])
-        counts = ("epoch", "total_epochs", "restarts_used", "resumes")
-        for key, kind in ((name, int) for name in counts):
-            if not isinstance(kwargs.get(key, 0), kind):
-                raise TypeError(f"{key} is not an integer")
-        for key in ("finish", "cost"):
-            if not isinstance(kwargs.get(key, {}), dict):
-                raise TypeError(f"{key} is not an object")
-        for key in ("fit", "terminal", "rebuilt"):
-            if not isinstance(kwargs.get(key), dict | None):
-                raise TypeError(f"{key} is not an object")
-        if not isinstance(kwargs.get("history", []), list):
-            raise TypeError("history is not a list")
-        return cls(**kwargs)
+def move(
+    record: RunRecord,
+    new: RunStatus,
+    reason: str,
+    now: float,
+    termination: Termination | None = None,
+    via: Reopen | None = None,
+) -> RunStatus:
+    """Check the move and make it in `record` (nothing saved: RecordStore.transition saves;
+    a record being built, not yet saved, moves with this alone). Returns the old status."""
+    old = record.status
+    if not named(old.value, new.value, via.value if via else None):
+        how = f" (by {via.value})" if via else ""
+        raise TransitionError(f"run {record.name}: {old.value} -> {new.value}{how} is not allowed")
+    record.status = new
+    if termination is not None:
+        record.termination = termination
+        record.why = reason
+    when = utc_iso(now)
+    record.ended_at = when if new is RunStatus.FINISHED else None
+    record.reason = reason
+    entry = {"time": when, "from": old.value, "to": new.value, "reason": reason}
+    record.history.append(entry | ({"via": via.value} if via else {}))
+    return old
 
 
 class TransitionError(RunspecError):
@@ -289,19 +258,11 @@ class RecordStore:
         new: RunStatus,
         reason: str,
         termination: Termination | None = None,
+        via: Reopen | None = None,
     ) -> None:
-        """The only way a status changes: check the move, log it, persist it."""
-        old = record.status
-        if new not in ALLOWED[old]:
-            raise TransitionError(f"run {record.name}: {old.value} -> {new.value} is not allowed")
-        record.status = new
-        if termination is not None:
-            record.termination = termination
-            record.why = reason
-        now = utc_iso(self.clock.time())
-        if new is RunStatus.FINISHED:
-            record.ended_at = now
-        record.reason = reason
-        record.history.append({"time": now, "from": old.value, "to": new.value, "reason": reason})
-        log.info("%s: %s -> %s (%s)", record.name, old.value, new.value, reason)
+        """The only way a status changes: check the move, log it, persist it. A move back
+        names what makes it (`via`), and the table must name that move."""
+        old = move(record, new, reason, self.clock.time(), termination, via)
+        how = f" by {via.value}" if via else ""
+        log.info("%s: %s -> %s%s (%s)", record.name, old.value, new.value, how, reason)
         self.save(record)

@@ -40,6 +40,7 @@ from runspec.clock import SYSTEM, utc_iso
 from runspec.store.locks import FileLock
 from runspec.trainer import control, firststep, markers, multinode
 from runspec.trainer.control import EpochMarker, FileStat, TrainerOutcome, TrainerResult, TrainJob
+from runspec.trainer.faults import cause_of, cause_of_line
 from runspec.trainer.heavyimports import heavy_imports
 from runspec.trainer.safeload import UnsafeCheckpoint, trained_epochs
 from runspec.trainer.sessionwalls import put_up_walls
@@ -336,6 +337,8 @@ def run(job: TrainJob, job_file: Path | None = None) -> TrainerResult:
             epochs_completed=epochs,
             save_dir=str(job.run_dir),
             exit_code=control.EXIT_FAILED,
+            # The DDP coordinator's own error says nothing: then its worker's last line does.
+            cause=cause_of(exc) or cause_of_line(error_type, message),
         )
     marker = markers.newest_marker(ctl)
     save_dir = results.get("save_dir") if isinstance(results, dict) else None

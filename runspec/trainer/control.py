@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from runspec.errors import Cause
 from runspec.spec.model import Spec
 from runspec.store.atomic import write_text
 from runspec.store.paths import RunPaths
@@ -170,22 +172,33 @@ def clear_stop(control_dir: Path) -> None:
 
 
 def write_deadline(
-    control_dir: Path, ts: float, next_epoch_s: dict[str, float] | None = None
+    control_dir: Path,
+    ts: float,
+    next_epoch_s: dict[str, float] | None = None,
+    run_deadline: float | None = None,
 ) -> None:
     """The wall time (epoch seconds) by which the trainer must have stopped, and the
     planner's prediction of the next epoch's length by kind (`validating`, `plain`): the
     trainer decides at the boundary, where no request from outside arrives in time, with the
-    planner's own figures."""
+    planner's own figures. `run_deadline`: the run's own deadline (the stop time plus the
+    reserve), kept so a record rebuilt from this folder keeps the run's whole budget."""
     iso = datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")
-    data = {"deadline": ts, "utc": iso, "next_epoch_s": next_epoch_s or {}}
+    data: dict[str, Any] = {"deadline": ts, "utc": iso, "next_epoch_s": next_epoch_s or {}}
+    if run_deadline is not None:
+        data["run_deadline"] = run_deadline
     write_text(control_dir / DEADLINE_FILE, json.dumps(data) + "\n")
 
 
-def read_deadline(control_dir: Path) -> float | None:
+def read_deadline(control_dir: Path, key: str = "deadline") -> float | None:
+    """The trainer's stop time; `key="run_deadline"`: the run's own deadline (None in a
+    folder an older runspec wrote)."""
     data = _read_json(control_dir / DEADLINE_FILE)
-    if not isinstance(data, dict) or not isinstance(data.get("deadline"), int | float):
+    if not isinstance(data, dict):
         return None
-    return float(data["deadline"])
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 def read_next_epoch(control_dir: Path, validating: bool) -> float | None:
@@ -307,6 +320,7 @@ class TrainerResult:
     save_dir: str = ""
     exit_code: int | None = None
     detail: str = ""  # a sentence for people: "stop requested (budget) after epoch 7"
+    cause: Cause | None = None  # failed: this machine's fault (runspec.trainer.faults)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -318,6 +332,7 @@ class TrainerResult:
             "save_dir": self.save_dir,
             "exit_code": self.exit_code,
             "detail": self.detail,
+            "cause": self.cause.value if self.cause is not None else None,
         }
 
     @classmethod
@@ -332,6 +347,7 @@ class TrainerResult:
             save_dir=str(data.get("save_dir", "")),
             exit_code=None if code is None else int(code),
             detail=str(data.get("detail", "")),
+            cause=Cause(data["cause"]) if data.get("cause") is not None else None,
         )
 
 

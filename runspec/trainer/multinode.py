@@ -28,6 +28,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from runspec.errors import Cause
+from runspec.trainer.faults import cause_of_line
 from runspec.units import plain_int
 
 NODES_ENV = "RUNSPEC_TORCHRUN"  # torchrun's node options, space separated
@@ -42,7 +44,12 @@ _ERROR_LINE = re.compile(r"([A-Za-z_][\w.]*(?:Error|Exception|Timeout)): ?(.*)$"
 
 
 class TorchrunFailed(RuntimeError):
-    """torchrun exited non-zero; the message says why in a person's words."""
+    """torchrun exited non-zero; the message says why in a person's words, `cause` whether
+    it was this machine's (runspec.trainer.faults)."""
+
+    def __init__(self, why: str, cause: Cause | None) -> None:
+        super().__init__(why)
+        self.cause = cause
 
 
 def rendezvous_timeout() -> int:
@@ -62,22 +69,30 @@ def write_rank_error(control_dir: Path, exc: BaseException) -> None:
         _rank_error_file(control_dir, rank).write_text(text + "\n")
 
 
-def _why(control_dir: Path, code: int, tail: collections.deque[str], timeout: int) -> str:
+def _why(
+    control_dir: Path, code: int, tail: collections.deque[str], timeout: int
+) -> tuple[str, Cause | None]:
+    """Why torchrun failed, in one line, and its cause: a rank's own error line (written by
+    `write_rank_error`, its type first), else torchrun's last words."""
     errors = sorted(control_dir.glob("rank-*.error"))
     if errors:
         rank = errors[0].stem.removeprefix("rank-")
-        return f"rank {rank}: {errors[0].read_text().strip()}"
+        line = errors[0].read_text().strip()
+        kind, _, message = line.partition(": ")
+        return f"rank {rank}: {line}", cause_of_line(kind, message)
     words = " ".join(tail)
     if "waiting for clients" in words or "DistStoreError" in words:
-        return (
+        why = (
             f"rendezvous timed out: the other nodes did not join within {timeout} s "
             f"({RENDEZVOUS_ENV}); node 0 does not train the run alone"
         )
+        return why, Cause.LINK  # the other nodes never came: a fresh set may
     for line in reversed(tail):
         match = _ERROR_LINE.search(line)
         if match:
-            return f"torchrun: {match.group(1).rsplit('.', 1)[-1]}: {match.group(2)}"
-    return f"torchrun exited {code}"
+            kind = match.group(1).rsplit(".", 1)[-1]
+            return f"torchrun: {kind}: {match.group(2)}", cause_of_line(kind, match.group(2))
+    return f"torchrun exited {code}", None
 
 
 def torchrun_train(job_file: Path, control_dir: Path, options: str) -> None:
@@ -115,7 +130,7 @@ def torchrun_train(job_file: Path, control_dir: Path, options: str) -> None:
         tail.append(line.strip())
     code = proc.wait()
     if code != 0:
-        raise TorchrunFailed(_why(control_dir, code, tail, timeout))
+        raise TorchrunFailed(*_why(control_dir, code, tail, timeout))
 
 
 def peer_stopped(control_dir: Path) -> str | None:

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from runspec.errors import Cause
 from runspec.trainer.multinode import peer_stopped, run_store, write_rank_error
 from runspec.units import plain_int
 
@@ -35,6 +36,8 @@ DONE_KEY = "runspec/done"
 
 class PeerHung(RuntimeError):
     """A rank of another node gave no sign of life for the stated silence."""
+
+    cause = Cause.LINK
 
 
 def peer_silence() -> int:

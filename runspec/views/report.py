@@ -10,7 +10,6 @@ from runspec.budgetfit import of_record
 from runspec.clock import SYSTEM, Clock, human_duration
 from runspec.cost import settled_cost, usd_text
 from runspec.spec.model import Spec
-from runspec.store.finishrecord import FinishRecord
 from runspec.store.paths import RunPaths
 from runspec.store.state import RunRecord, Termination
 from runspec.trainer.firststep import time_to_first_step
@@ -110,7 +109,7 @@ def summary_lines(
     fit = of_record(record)
     if fit is not None and fit.fitted:
         lines.append(f"  schedule: {fit.line()} (budget.fit)")
-    finish = FinishRecord.from_json(record.finish)
+    finish = record.finish
     if finish is not None:
         lines.append(f"  finish: {finish.summary or finish.why or finish.step.value}")
     return lines

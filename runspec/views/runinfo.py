@@ -144,7 +144,7 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
     if orphan is not None:
         # Nothing trains, nothing bills for it here: no ETA, and the cost it came to.
         obs.pop("eta_seconds", None)
-        cost = record.cost.get("usd") if record.cost else None
+        cost = record.cost.usd if record.cost else None
     return {
         "name": record.name,
         "status": record.status.value,
@@ -163,7 +163,8 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
         ),
         "push_error": record.push_error,
         # The note when the disk is too full for the record itself to be saved.
-        "disk_full": read_note(paths.disk_note) or record.disk_full,
+        "disk_full": read_note(paths.disk_note)
+        or (record.disk_full.to_json() if record.disk_full else None),
         "low_space": _low_space(paths) if live else None,
         "driven_by": str(owner) if owner is not None else None,
         "nobody_drives": orphan,

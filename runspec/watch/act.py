@@ -30,7 +30,7 @@ from runspec.providers.persist import Refused, Window, keep_ending
 from runspec.push.base import one_line
 from runspec.watch.endedby import confirm_end
 from runspec.watch.endseen import see_end
-from runspec.watch.judge import Decision, Verdict, judge
+from runspec.watch.judge import Verdict, WatchDecision, judge
 from runspec.watch.lease import (
     LEASE_PATH,
     DamagedLease,
@@ -227,7 +227,7 @@ def _end(
     hub: HubLease,
     head: str,
     lease: Lease,
-    decision: Decision,
+    decision: WatchDecision,
     opts: WatchOptions,
     env: dict[str, str],
     clock: Clock,

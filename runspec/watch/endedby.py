@@ -25,7 +25,7 @@ from runspec.push.endconfirm import end_doc
 from runspec.push.quota import hub_commit
 from runspec.push.remote import END
 from runspec.spec.model import Spec
-from runspec.store.finishrecord import FinishRecord, FinishResult
+from runspec.store.finishrecord import EndAction, FinishRecord, FinishResult
 from runspec.store.owner import RunOwner
 from runspec.store.paths import RunPaths
 from runspec.store.state import RunStatus
@@ -84,7 +84,7 @@ def finish_as_ended(
     say(warning(f"finish: not applied: this box was {summary}; runspec calls no provider"))
     result = FinishResult(
         requested=spec.finish.action.value,
-        action="none",
+        action=EndAction.NONE,
         verified=bool(owner.record.last_push and owner.record.last_push.final),
         dry_run=False,
         ok=True,
@@ -93,7 +93,7 @@ def finish_as_ended(
         detail=json.dumps(ended, sort_keys=True)[:2000],
         started_at=utc_iso(clock.time()),
     )
-    owner.finish_noted(FinishRecord.applied(result).to_json())
+    owner.finish_noted(FinishRecord.applied(result))
     owner.transition(RunStatus.FINISHED, f"finish: {summary}")
 
 

@@ -27,7 +27,7 @@ class Verdict(str, enum.Enum):
 
 
 @dataclass(frozen=True)
-class Decision:
+class WatchDecision:
     verdict: Verdict
     reason: str
     action: Action | None = None
@@ -43,14 +43,16 @@ def judge(
     *,
     grace: float | None = None,
     destroy_unverified_after: float | None = None,
-) -> Decision:
+) -> WatchDecision:
     if lease.ended_by is not None:
         by = lease.ended_by
-        return Decision(Verdict.ENDED, f"{by.get('action')} by {by.get('by')} at {by.get('at')}")
+        return WatchDecision(
+            Verdict.ENDED, f"{by.get('action')} by {by.get('by')} at {by.get('at')}"
+        )
     if lease.final:
-        return Decision(Verdict.FINAL, f"finished ({lease.state})")
+        return WatchDecision(Verdict.FINAL, f"finished ({lease.state})")
     if lease.renewed_ts > now + lease.lease_s:  # a box's clock that far ahead is no clock
-        return Decision(Verdict.NOTIFY, f"renewed in the future ({lease.renewed_at})")
+        return WatchDecision(Verdict.NOTIFY, f"renewed in the future ({lease.renewed_at})")
     wait = lease.lease_s if grace is None else grace
     expired_at = lease.vouched_ts
     deadline = lease.deadline_ts
@@ -63,24 +65,24 @@ def judge(
     else:
         left = expired_at + wait - now
         shown = f"vouched until {lease.vouched_until} (+{human_duration(left)})"
-        return Decision(Verdict.ALIVE, shown)
+        return WatchDecision(Verdict.ALIVE, shown)
     if lease.provider is None or lease.instance is None:
-        return Decision(Verdict.NOTIFY, f"{reason}; the lease names no instance to end")
+        return WatchDecision(Verdict.NOTIFY, f"{reason}; the lease names no instance to end")
     cls = PROVIDERS.get(lease.provider)
     if cls is None:
-        return Decision(Verdict.NOTIFY, f"{reason}; unknown provider {lease.provider!r}")
+        return WatchDecision(Verdict.NOTIFY, f"{reason}; unknown provider {lease.provider!r}")
     if lease.final_verified:
-        return Decision(Verdict.END, f"{reason}; the final push verified", Action.DESTROY)
+        return WatchDecision(Verdict.END, f"{reason}; the final push verified", Action.DESTROY)
     if cls.can_stop:
-        return Decision(Verdict.END, f"{reason}; weights not all verified", Action.STOP)
+        return WatchDecision(Verdict.END, f"{reason}; weights not all verified", Action.STOP)
     if destroy_unverified_after is not None and overdue >= destroy_unverified_after:
-        return Decision(
+        return WatchDecision(
             Verdict.END,
             f"{reason}; {lease.provider} cannot stop, and --destroy-unverified-after "
             f"{human_duration(destroy_unverified_after)} passed",
             Action.DESTROY,
         )
-    return Decision(
+    return WatchDecision(
         Verdict.NOTIFY,
         f"{reason}; {lease.provider} cannot stop an instance and its weights are not all "
         f"verified: left running (since {utc_iso(now - overdue)})",

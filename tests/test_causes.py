@@ -1,0 +1,103 @@
+"""A failure's cause is typed where it is caught (issue 38): the trainer's result, a preflight
+check and the run's record carry it as a `Cause`, and only that asks an engine for a fresh
+machine (runspec.engines.onbox; its table test reads the record's cause)."""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from runspec.checkresult import CheckResult, CheckStatus, failed
+from runspec.errors import Cause
+from runspec.preflight.gpu import _batch_rule
+from runspec.preflight.report import PreflightReport
+from runspec.run.exitstep import ExitFacts, next_step
+from runspec.store.state import RunRecord, Termination
+from runspec.trainer import multinode
+from runspec.trainer.control import TrainerOutcome, TrainerResult
+from runspec.trainer.faults import cause_of, cause_of_line
+from runspec.trainer.peerwatch import PeerHung
+
+
+@pytest.mark.parametrize(
+    ("exc", "cause"),
+    [
+        (dist.DistNetworkError("Connection reset by peer"), Cause.LINK),
+        (dist.DistBackendError("NCCL error in: ProcessGroupNCCL.cpp:1970"), Cause.LINK),
+        (PeerHung("rank 1 gave no sign of life for 20 s"), Cause.LINK),
+        (torch.AcceleratorError("CUDA error: an illegal memory access"), Cause.GPU),
+        (RuntimeError("CUDA error: uncorrectable ECC error encountered"), Cause.GPU),
+        (RuntimeError("[gloo/transport/tcp/pair.cc:545] Connection closed by peer"), Cause.LINK),
+        (multinode.TorchrunFailed("rendezvous timed out", Cause.LINK), Cause.LINK),
+        (KeyError("names"), None),
+        # LibreYOLO's or Python's own typed errors are the run's, whatever words they carry.
+        (ValueError("train.args NCCL_DEBUG is unknown; CUDA error names are not options"), None),
+        (RuntimeError("shapes cannot be multiplied\nNCCL in a later line of a traceback"), None),
+    ],
+)
+def test_an_error_is_given_its_cause_where_it_is_caught(
+    exc: BaseException, cause: Cause | None
+) -> None:
+    assert cause_of(exc) is cause
+
+
+def test_a_ranks_error_line_and_torchruns_words_give_torchruns_failure_its_cause(
+    tmp_path: Path,
+) -> None:
+    hung = PeerHung("rank 1 gave no sign of life for 20 s")
+    multinode.write_rank_error(tmp_path, hung)
+    why, cause = multinode._why(tmp_path, 1, deque(), 5)
+    assert why.endswith("PeerHung: rank 1 gave no sign of life for 20 s") and cause is Cause.LINK
+    (tmp_path / "rank-0.error").unlink()
+    why, cause = multinode._why(tmp_path, 1, deque(["DistStoreError: waiting for clients"]), 5)
+    assert why.startswith("rendezvous timed out") and cause is Cause.LINK
+    why, cause = multinode._why(tmp_path, 1, deque(["KeyError: 'names'"]), 5)
+    assert why == "torchrun: KeyError: 'names'" and cause is None
+    assert cause_of_line("RuntimeError", "NCCL error: unhandled system error") is Cause.LINK
+
+
+def test_the_cause_travels_from_the_trainer_to_the_record() -> None:
+    """result.json, the exit step and the record keep it; a record from before has none."""
+    result = TrainerResult(TrainerOutcome.FAILED, "x", "RuntimeError", "m", cause=Cause.GPU)
+    read = TrainerResult.from_json(json.loads(json.dumps(result.to_json())))
+    assert read.cause is Cause.GPU
+    step = next_step(ExitFacts(read.outcome, read.reason, "RuntimeError: m", cause=read.cause))
+    assert step.termination is Termination.FAILED_TRAINING and step.cause is Cause.GPU
+    record = RunRecord(name="r", spec_sha256="0", cause=step.cause)
+    assert RunRecord.from_json(json.loads(json.dumps(record.to_json()))).cause is Cause.GPU
+    older = {"name": "r", "spec_sha256": "0", "termination": "failed-training", "why": "NCCL"}
+    assert RunRecord.from_json(older).cause is None
+    with pytest.raises(ValueError, match="'sun-flare'"):
+        RunRecord.from_json({**older, "cause": "sun-flare"})
+
+
+def test_a_preflight_failure_is_the_machines_only_where_its_check_says_so() -> None:
+    """The GPU checks type their machine failures; the batch rule, a spec mistake, does not."""
+    gpu = failed("gpu", "train.device: 0 needs a GPU", "rent one", Cause.GPU)
+    batch = _batch_rule(6, 4)
+    assert batch is not None and batch.cause is None
+    for first, cause in ((gpu, Cause.GPU), (batch, None)):
+        sent = json.loads(json.dumps(PreflightReport("machine", [first]).to_json()))
+        report = PreflightReport.from_json(sent)  # as it comes back from the checks' child
+        assert report.cause is cause
+    passed = CheckResult("disk", CheckStatus.PASS, "room")
+    assert PreflightReport("machine", [passed]).cause is None
+
+
+def test_a_failure_for_want_of_the_network_is_typed_where_found_not_read_from_words() -> None:
+    """Only a check that typed its failure transient keeps a run from being marked terminal;
+    a dataset's own words that happen to say "cannot reach" do not (issue 38)."""
+    gone = failed("dataset", "the Hub has no dataset repo org/x", "fix dataset.hub.repo")
+    words = failed("dataset", "data.yaml: val cannot reach outside its folder", "fix data.yaml")
+    out = replace(failed("dataset", "cannot reach the Hub at h: refused", "check"), transient=True)
+    assert PreflightReport("dataset", [gone]).permanent
+    assert PreflightReport("dataset", [words]).permanent
+    assert not PreflightReport("dataset", [out]).permanent
+    sent = json.loads(json.dumps(PreflightReport("dataset", [out]).to_json()))
+    assert not PreflightReport.from_json(sent).permanent
