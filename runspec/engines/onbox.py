@@ -26,6 +26,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from runspec.errors import Outcome, UsageError
 from runspec.machine.verdict import Safety
@@ -130,12 +131,27 @@ MACHINE_FAULTS = (
 )
 
 
+# The device node every NVIDIA driver makes; a container the engine gave GPUs has it too.
+NVIDIA_DEVICE = Path("/dev/nvidiactl")
+
+
+def never_runs_here(message: str) -> bool:
+    """A GPU check that no fresh machine of this kind will pass: torch is a CPU-only build (the
+    install is wrong), or the machine has no NVIDIA device at all (the engine gives GPU-less
+    machines for this task: its resources are wrong). Exit 2, not an endless 75 (issue 36)."""
+    if "torch sees no CUDA GPU" not in message:
+        return False
+    return "a CPU-only build" in message or not NVIDIA_DEVICE.exists()
+
+
 def _machine_at_fault(record: RunRecord) -> bool:
     why = record.why or record.reason
     if record.termination is Termination.FAILED_PREFLIGHT:
         check, _, message = why.partition(": ")
         if check == "preflight":  # the checks themselves hung: a wedged driver
             return "did not finish" in message
+        if never_runs_here(message):
+            return False
         # A spec whose batch does not divide across the GPUs fails the same on any machine.
         return check.split(" ")[0] in MACHINE_CHECKS and "train.batch" not in message
     if record.termination is Termination.FAILED_TRAINING:

@@ -13,3 +13,4 @@ CURVES = "runspec/curves.png"  # the final push: the training curves, beside the
 LEASE = "runspec/lease.json"  # the lease a live run renews (issue 22), read by `status --hub`
 RECEIPT = "runspec/receipt.json"  # the commit after the final push: the run's receipt
 CLAIMS = "runspec/claims"  # a followed spec blob that ran: one file each (daemon.followclaim)
+ATTEMPTS = "runspec/attempts.json"  # under an engine: the run's attempts (runspec.run.attempts)

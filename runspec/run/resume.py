@@ -56,6 +56,11 @@ class CannotResume(UsageError):
     """Nothing to resume, or a run that must not be resumed: exit 2, saying why."""
 
 
+class NothingToResume(CannotResume):
+    """A run with no intact checkpoint anywhere: under an engine it starts over with the
+    budget left (runspec.run.attemptgate)."""
+
+
 @dataclass(frozen=True)
 class Resumed:
     record: RunRecord
@@ -123,7 +128,7 @@ def _start_over(spec: Spec, state: Path, target: str | None) -> str:
 def no_checkpoint(spec: Spec, state: Path, target: str | None) -> CannotResume:
     """An ended run with no checkpoint to go on from, here nor at its target (every node of a
     run across nodes refuses it alike)."""
-    return CannotResume(
+    return NothingToResume(
         f"nothing to resume: run {spec.name!r} has no intact checkpoint on this disk nor at "
         f"its push target; {_start_over(spec, state, target)}"
     )
