@@ -43,8 +43,12 @@ class Engine(str, enum.Enum):
 
 
 TITLES = {Engine.SKYPILOT: "SkyPilot", Engine.DSTACK: "dstack", Engine.HF_JOBS: "HF Jobs"}
-# The variable that holds the run's identity across machines, by engine.
-TASK_ID_VARS = {Engine.SKYPILOT: "SKYPILOT_TASK_ID", Engine.DSTACK: "DSTACK_RUN_ID"}
+# The variable that holds the run's identity across machines, by engine; an engine is
+# recognised by its own (SkyPilot's, dstack's). HF Jobs gives a job no id of its own that the
+# job can read: `runspec launch --on hf-jobs` puts one per launch in the job's environment
+# (runspec.engines.hfjobs), the same for each of its attempts.
+RECOGNISED_BY = {Engine.SKYPILOT: "SKYPILOT_TASK_ID", Engine.DSTACK: "DSTACK_RUN_ID"}
+TASK_ID_VARS = {**RECOGNISED_BY, Engine.HF_JOBS: "RUNSPEC_TASK_ID"}
 # Seconds between the engine's stop signal and its SIGKILL, as planned for. dstack's runner
 # sends SIGKILL 10 s after SIGINT; HF Jobs documents none (plan for dstack's); SkyPilot tears
 # a preempted or cancelled VM down with no signal at all (sky/core.py, down(): the backend's
@@ -99,7 +103,7 @@ def detect(environ: Mapping[str, str], named: str | None = None) -> EngineContex
             known = ", ".join(e.value for e in Engine)
             raise UsageError(f"unknown engine {name!r}: one of {known}") from None
     else:
-        found = [e for e, var in TASK_ID_VARS.items() if environ.get(var, "").strip()]
+        found = [e for e, var in RECOGNISED_BY.items() if environ.get(var, "").strip()]
         if not found:
             return None
         engine = found[0]
