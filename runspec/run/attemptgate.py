@@ -86,7 +86,7 @@ class AttemptGate:
         record = done.record if done is not None else accept(self.spec, state, {"via": engine})
         line = self._hold_budget(record, store, fresh=done is None)
         if done is None:
-            return Resumed(record, None, "scratch: no verified checkpoint at its target", line)
+            return Resumed(record, None, "no verified checkpoint at its target: from scratch", line)
         return dataclasses.replace(done, budget_line=f"{done.budget_line}; {line}")
 
     def _hold_budget(self, record: RunRecord, store: RecordStore, fresh: bool) -> str:
@@ -174,14 +174,17 @@ def open_attempt(
         new = printable(task_id)
         say(f"task {new} is new (the target's attempts are task {old}'s): a new run, from scratch")
         gate.new_run = True
+        gate.ledger = Ledger(spec.name, spec.sha256, task_id, utc_iso(now))
     elif ledger is not None:
         gate.ledger = ledger
-    early = _judge(gate, verified_epoch(pushed), now)
+    # A new run counts its own epochs: the older run's weights there are not its progress.
+    verified = 0 if gate.new_run else verified_epoch(pushed)
+    early = _judge(gate, verified, now)
     if early is not None:
         gate.early = early
         return gate
     n = (gate.ledger.attempts[-1].n if gate.ledger.attempts else 0) + 1
-    gate.attempt = Attempt(n, utc_iso(now), verified_epoch(pushed), engine)
+    gate.attempt = Attempt(n, utc_iso(now), verified, engine)
     gate.ledger.attempts.append(gate.attempt)
     if gate._write(f"runspec: attempt {n} started"):
         say(f"attempt {n} of this run under {engine}, recorded at {source.where} ({ATTEMPTS})")
