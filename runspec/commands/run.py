@@ -110,7 +110,8 @@ def run(args: argparse.Namespace) -> Outcome:
     refuse_beside_daemon(spec, state, args.spec)
     paths = RunPaths.for_spec(spec, state)
     if layout is not None and not layout.head:
-        return follow_node(spec, paths, layout, args, resume=engine is not None or args.resume)
+        task = engine.task_id if engine is not None else None
+        return follow_node(spec, paths, layout, args, engine is not None or args.resume, task)
     # One owner per run: refused at once, naming the other driver, before anything is written.
     lock = RunLock(paths)
     lock.acquire()
@@ -274,7 +275,12 @@ def node_plan(spec: Spec, engine: EngineContext | None) -> NodeLayout | None:
 
 
 def follow_node(
-    spec: Spec, paths: RunPaths, layout: NodeLayout, args: argparse.Namespace, resume: bool
+    spec: Spec,
+    paths: RunPaths,
+    layout: NodeLayout,
+    args: argparse.Namespace,
+    resume: bool,
+    task_id: str | None = None,
 ) -> Outcome:
     """Node 1 and up: stage, follow torchrun, exit with it (runspec.run.follower); `resume`:
     from where an earlier attempt left the run, as node 0 does."""
@@ -297,7 +303,7 @@ def follow_node(
     lock = RunLock(paths)
     lock.acquire()
     try:
-        outcome = follow(spec, paths, layout.torchrun_args(), say, resume, args.resume)
+        outcome = follow(spec, paths, layout.torchrun_args(), say, resume, args.resume, task_id)
     finally:
         lock.release()
     if args.format == "json":

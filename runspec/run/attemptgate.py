@@ -65,6 +65,7 @@ class AttemptGate:
     say: Say
     new_run: bool = False
     early: Outcome | None = None
+    pushed: Pushed | None = None  # the target as read before this attempt's own commit
     clock: Clock = SYSTEM
 
     @property
@@ -76,26 +77,28 @@ class AttemptGate:
         budget the ledger says is left; None: a first attempt, the lifecycle starts it."""
         if self.new_run:
             return None  # another task's records at the target are not this run's
+        store = RecordStore(state.absolute(), self.clock)
         try:
-            done = resume_under_engine(self.spec, state, engine)
+            done = resume_under_engine(self.spec, state, engine, self.pushed)
         except NothingToResume:
             done = None  # nothing verified was pushed: from scratch, with the budget left
-        if done is None and (self.attempt is None or self.attempt.n == 1):
-            return None
-        store = RecordStore(state.absolute(), self.clock)
-        record = done.record if done is not None else accept(self.spec, state, {"via": engine})
-        line = self._hold_budget(record, store, fresh=done is None)
-        if done is None:
-            return Resumed(record, None, "no verified checkpoint at its target: from scratch", line)
-        return dataclasses.replace(done, budget_line=f"{done.budget_line}; {line}")
+        else:
+            if done is None and (self.attempt is None or self.attempt.n == 1):
+                return None  # the first attempt: the lifecycle starts its budget
+        if done is not None:
+            line = self._hold_budget(done.record, store, fresh=False)
+            return dataclasses.replace(done, budget_line=f"{done.budget_line}; {line}")
+        # The record a target without a checkpoint held is accepted here already.
+        record = store.load(self.spec.name) or accept(self.spec, state, {"via": engine})
+        line = self._hold_budget(record, store, fresh=True)
+        return Resumed(record, None, "no verified checkpoint at its target: from scratch", line)
 
     def _hold_budget(self, record: RunRecord, store: RecordStore, fresh: bool) -> str:
-        """The record's deadline from the ledger's budget start (the earlier of the two)."""
+        """The record's deadline from its budget start, the ledger's where the target held no
+        record (the ledger's is the gate's time, seconds before the lifecycle's start)."""
         now = self.clock.time()
-        start = self.budget_start
         held = record.budget_started_at or record.started_at
-        if held is not None:
-            start = min(start, parse_utc_iso(held))
+        start = parse_utc_iso(held) if held is not None else self.budget_start
         deadline = start + self.spec.budget.wall_clock
         record.budget_started_at, record.deadline = utc_iso(start), utc_iso(deadline)
         if fresh:
@@ -168,7 +171,7 @@ def open_attempt(
         return None
     now = clock.time()
     gate = AttemptGate(spec, source, _new_ledger(spec, task_id, pushed, now), None, say)
-    gate.clock = clock
+    gate.clock, gate.pushed = clock, pushed
     if ledger is not None and task_id is not None and ledger.task_id not in (None, task_id):
         old = printable(str(ledger.task_id))
         new = printable(task_id)
@@ -228,3 +231,31 @@ def _judge(gate: AttemptGate, verified: int, now: float) -> Outcome | None:
         gate._write("runspec: no progress in the last attempts: terminal")
         return Outcome.INVALID
     return None
+
+
+def follower_verdict(
+    spec: Spec, paths: RunPaths, task_id: str | None, say: Say, clock: Clock = SYSTEM
+) -> tuple[Outcome | None, bool]:
+    """What node 0's gate decides, as a follower reads it from the ledger (never written here):
+    (the status to exit with now, or None; whether the run starts from scratch: a new task)."""
+    if spec.push is None:
+        return None, False
+    source = Source.of(spec, paths)
+    try:
+        ledger = read_ledger(source) if source.pin() else None
+    except PushFailed:
+        return None, False  # the follower's own read of the record says what is wrong
+    if ledger is None:
+        return None, False
+    if task_id is not None and ledger.task_id not in (None, task_id):
+        say(f"task {printable(task_id)} is new: a new run, from scratch, as node 0 starts it")
+        return None, True
+    if ledger.terminal is not None:
+        code = ledger.terminal["exit"]
+        why = printable(str(ledger.terminal["reason"]))
+        say(f"run {spec.name!r} ended for good ({why}): exit {code}, as node 0 exits")
+        return (Outcome.OK if code == 0 else Outcome.INVALID), False
+    if clock.time() >= parse_utc_iso(ledger.budget_started_at) + spec.budget.wall_clock:
+        say("the budget is spent: nothing more is trained: exit 0, as node 0 exits")
+        return Outcome.OK, False
+    return None, False

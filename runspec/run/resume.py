@@ -326,11 +326,14 @@ def refinish(record: RunRecord, store: RecordStore, clock: Clock = SYSTEM) -> No
     store.save(record)
 
 
-def resume_under_engine(spec: Spec, state: Path, engine: str) -> Resumed | None:
+def resume_under_engine(
+    spec: Spec, state: Path, engine: str, pushed: Pushed | None = None
+) -> Resumed | None:
     """Under an engine every attempt is a resume when an earlier one left the run behind (on
     this disk, or on its push target for a fresh machine), with the budget that is left,
     never a new one; None for the first attempt. A run marked terminal, or a target that holds
-    another run, raises CannotResume (exit 2: dstack retries on any error, so it must end)."""
+    another run, raises CannotResume (exit 2: dstack retries on any error, so it must end).
+    `pushed`: the target as the attempt ledger's gate read it, before its own commit."""
     try:
         here = RecordStore(state.absolute()).load(spec.name) is not None
     except DamagedRecord:
@@ -340,7 +343,7 @@ def resume_under_engine(spec: Spec, state: Path, engine: str) -> Resumed | None:
     if spec.push is None:
         return None
     try:
-        pushed = read_pushed(spec, RunPaths.decide(spec, state.absolute()))
+        pushed = pushed or read_pushed(spec, RunPaths.decide(spec, state.absolute()))
     except PushFailed:
         return None  # nothing readable there: the first attempt's preflight says why
     if pushed.record is None and not holds_weights(spec, pushed):
