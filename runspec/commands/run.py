@@ -204,8 +204,9 @@ def run(args: argparse.Namespace) -> Outcome:
             progress(line)
     if engine is not None:
         outcome = engine_outcome(record, run_safety(paths, spec, record))
-        outcome = after_stop_signal(outcome, record, lifecycle.requests.interrupted.is_set())
-        return outcome if gate is None else gate.close(record, outcome)
+        signalled = lifecycle.requests.interrupted.is_set()
+        outcome = after_stop_signal(outcome, record, signalled)
+        return outcome if gate is None else gate.close(record, outcome, signalled)
     return run_outcome(run_safety(paths, spec, record), record)
 
 

@@ -36,7 +36,7 @@ from runspec.push.fetch import Pushed, Source, read_pushed
 from runspec.push.hubrecord import newest_checkpoint
 from runspec.push.remote import ATTEMPTS
 from runspec.run.accept import accept
-from runspec.run.attempts import Attempt, Ledger, read_ledger, write_ledger
+from runspec.run.attempts import WRITE_S, Attempt, Ledger, read_ledger, write_ledger
 from runspec.run.resume import NothingToResume, Resumed, resume_under_engine
 from runspec.spec.model import Spec
 from runspec.store.paths import RunPaths
@@ -44,6 +44,7 @@ from runspec.store.state import RecordStore, RunRecord, RunStatus
 from runspec.voice import error, warning
 
 NO_PROGRESS_LIMIT = 3  # attempts in a row with no new verified epoch before the run ends
+CLOSE_SIGNALLED_S = 2.0  # the end's write after a stop signal, inside the engine's grace
 Say = Callable[[str], None]
 
 
@@ -116,9 +117,10 @@ class AttemptGate:
             f"{human_duration(self.spec.budget.wall_clock)} (from {utc_iso(start)})"
         )
 
-    def close(self, record: RunRecord, outcome: Outcome) -> Outcome:
+    def close(self, record: RunRecord, outcome: Outcome, signalled: bool = False) -> Outcome:
         """This attempt's end in the ledger; the outcome to exit with (a 75 past the bound
-        becomes 2)."""
+        becomes 2). `signalled`: the engine's SIGKILL is near, so the write gets a moment only
+        (an attempt's end is a nicety: the next gate judges it by the target)."""
         if self.attempt is None:
             return outcome
         now = utc_iso(self.clock.time())
@@ -134,12 +136,13 @@ class AttemptGate:
         if code in (0, 2) and self.ledger.terminal is None:
             why = record.why or record.reason or outcome.value
             self.ledger.terminal = {"reason": printable(why)[:200], "exit": code, "at": now}
-        self._write(f"runspec: attempt {self.attempt.n} ended (exit {code})")
+        message = f"runspec: attempt {self.attempt.n} ended (exit {code})"
+        self._write(message, CLOSE_SIGNALLED_S if signalled else WRITE_S)
         return outcome
 
-    def _write(self, message: str) -> bool:
+    def _write(self, message: str, total_s: float = WRITE_S) -> bool:
         try:
-            write_ledger(self.source, self.spec, self.ledger, message)
+            write_ledger(self.source, self.spec, self.ledger, message, total_s)
         except PushFailed as exc:
             self.say(warning(f"cannot write {ATTEMPTS} at {self.source.where}: {exc}"))
             return False

@@ -184,9 +184,12 @@ def ledger_bytes(ledger: Ledger) -> bytes:
     return json.dumps(ledger.to_json(), indent=1, sort_keys=True).encode() + b"\n"
 
 
-def write_ledger(source: Source, spec: Spec, ledger: Ledger, message: str) -> None:
+def write_ledger(
+    source: Source, spec: Spec, ledger: Ledger, message: str, total_s: float = WRITE_S
+) -> None:
     """The ledger to `source`: a commit of its own on the Hub (the repo made when missing, as a
-    push makes it), an atomic file in a folder target. Raises PushFailed."""
+    push makes it), within `total_s` in all; an atomic file in a folder target. Raises
+    PushFailed."""
     body = ledger_bytes(ledger)
     if source.folder is not None:
         try:
@@ -210,7 +213,7 @@ def write_ledger(source: Source, spec: Spec, ledger: Ledger, message: str) -> No
         return api.create_commit(repo, operations=[op], commit_message=message, repo_type="model")
 
     try:  # under the repo's commit quota with the pushes (runspec.push.quota)
-        within(WRITE_S, f"writing {ATTEMPTS}", lambda: hub_commit(repo, commit))
+        within(total_s, f"writing {ATTEMPTS}", lambda: hub_commit(repo, commit))
     except PushFailed:
         raise
     except Exception as exc:  # the client's errors, whatever the client is
