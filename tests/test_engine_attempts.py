@@ -144,16 +144,21 @@ def test_a_new_verified_epoch_at_the_target_resets_the_count(
     assert gate.early is Outcome.INVALID  # three in a row again since that epoch
 
 
+# 75: SkyPilot's recover_on_exit_codes relaunches on it "without incrementing the counter …
+# regardless of max_restarts_on_errors" (skypilot-org/skypilot:sky/jobs/recovery_strategy.py:
+# 1343-1363): only runspec can bound it. 1: dstack's retry on `error` has no exit-code filter
+# (dstackai/dstack:src/dstack/_internal/core/models/profiles.py:78-92).
+@pytest.mark.parametrize("failed", [Outcome.RETRY, Outcome.FAILED])
 def test_a_failure_at_the_bound_becomes_exit_2_at_its_own_end(
-    tmp_path: Path, write_spec: SpecWriter, hub_server: HubServer
+    tmp_path: Path, write_spec: SpecWriter, hub_server: HubServer, failed: Outcome
 ) -> None:
     spec = _spec(write_spec, tmp_path)
     clock = ManualClock()
     outcomes = []
     for _ in range(NO_PROGRESS_LIMIT):
         gate, _ = _open(spec, tmp_path, clock)
-        outcomes.append(gate.close(_record(None), Outcome.FAILED))
-    assert outcomes == [Outcome.FAILED] * (NO_PROGRESS_LIMIT - 1) + [Outcome.INVALID]
+        outcomes.append(gate.close(_record(None), failed))
+    assert outcomes == [failed] * (NO_PROGRESS_LIMIT - 1) + [Outcome.INVALID]
     ledger = _on_hub(hub_server)
     assert ledger["terminal"]["exit"] == 2 and ledger["attempts"][-1]["exit"] == 2
 
