@@ -152,9 +152,16 @@ def test_the_job_knows_it_runs_under_hf_jobs_so_a_second_attempt_resumes(
     run = script[script.index("exec") + 1 :]
     assert run[:2] == ["runspec", "run"]
     args = build_parser().parse_args(run[1:])
-    # Nothing of the engine's in the job's environment: the command line alone names it.
+    # The command line names the engine; the environment carries the launch's task id, the
+    # run's identity in its attempt ledger: each attempt of this job shares it, a new launch
+    # is a new run (issue 36).
     engine = detect(request["environment"], args.engine)
     assert engine is not None and engine.engine is Engine.HF_JOBS
+    assert engine.task_id is not None and engine.task_id.startswith("hf-")
+    assert detect(request["environment"]) is None  # an id alone names no engine
+    _launch(tmp_path, hub_env, "--namespace", "my-org")
+    again = hub_server.jobs.requests[1]["environment"]["RUNSPEC_TASK_ID"]
+    assert again != engine.task_id
 
 
 def test_the_stand_in_answers_the_real_client_as_hf_jobs_does(

@@ -17,6 +17,7 @@ from runspec.errors import Outcome
 if TYPE_CHECKING:
     from runspec.engines.nodes import NodeLayout
     from runspec.engines.onbox import EngineContext, GraceWatch
+    from runspec.run.attemptgate import AttemptGate
     from runspec.run.lifecycle import Lifecycle
     from runspec.spec.model import Spec
     from runspec.store.paths import RunPaths
@@ -53,7 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _resume(
-    args: argparse.Namespace, spec: Spec, state: Path, engine: EngineContext | None
+    args: argparse.Namespace,
+    spec: Spec,
+    state: Path,
+    engine: EngineContext | None,
+    gate: AttemptGate | None = None,
 ) -> str | None:
     """With --resume, or under an engine after an earlier attempt, the run reopened (the
     caller holds its lock); what to say of it."""
@@ -63,7 +68,10 @@ def _resume(
     if args.keep_budget and not args.resume:
         raise UsageError("--keep-budget goes with --resume")
     if engine is not None and not args.resume:
-        done = resume_under_engine(spec, state, engine.title)
+        if gate is not None:  # the attempt ledger's budget, from scratch when nothing was pushed
+            done = gate.resume(state, engine.title)
+        else:
+            done = resume_under_engine(spec, state, engine.title)
         if done is None:
             return None
     elif not args.resume:
@@ -102,12 +110,16 @@ def run(args: argparse.Namespace) -> Outcome:
     refuse_beside_daemon(spec, state, args.spec, resume=args.resume)
     paths = RunPaths.for_spec(spec, state)
     if layout is not None and not layout.head:
-        return follow_node(spec, paths, layout, args, resume=engine is not None or args.resume)
+        task = engine.task_id if engine is not None else None
+        return follow_node(spec, paths, layout, args, engine is not None or args.resume, task)
     # One owner per run: refused at once, naming the other driver, before anything is written.
     lock = RunLock(paths)
     lock.acquire()
     try:
-        resumed = _resume(args, spec, state, engine)
+        gate = _attempt_gate(args, spec, state, engine)  # before anything slow: the ledger
+        if gate is not None and gate.early is not None:
+            return gate.early
+        resumed = _resume(args, spec, state, engine, gate)
         git = git_info(args.spec)
         source = {"via": "runspec run", "source_path": str(args.spec.absolute())}
         accept(spec, state, {**source, **({"git": git} if git else {})})
@@ -192,8 +204,29 @@ def run(args: argparse.Namespace) -> Outcome:
             progress(line)
     if engine is not None:
         outcome = engine_outcome(record, run_safety(paths, spec, record))
-        return after_stop_signal(outcome, record, lifecycle.requests.interrupted.is_set())
+        signalled = lifecycle.requests.interrupted.is_set()
+        outcome = after_stop_signal(outcome, record, signalled)
+        return outcome if gate is None else gate.close(record, outcome, signalled)
     return run_outcome(run_safety(paths, spec, record), record)
+
+
+def _attempt_gate(
+    args: argparse.Namespace, spec: Spec, state: Path, engine: EngineContext | None
+) -> AttemptGate | None:
+    """Under an engine (not a person's --resume): this attempt in the run's ledger at its push
+    target, read and written before the preflight (runspec.run.attemptgate)."""
+    if engine is None or args.resume:
+        return None
+    from runspec.run.attemptgate import open_attempt
+    from runspec.voice import tagged
+
+    stream = sys.stderr if args.format == "json" else sys.stdout
+
+    def say(text: str) -> None:
+        for line in tagged(spec.name, text):
+            print(line, file=stream, flush=True)
+
+    return open_attempt(spec, state, engine.title, engine.task_id, say)
 
 
 def engine_watch(
@@ -243,7 +276,12 @@ def node_plan(spec: Spec, engine: EngineContext | None) -> NodeLayout | None:
 
 
 def follow_node(
-    spec: Spec, paths: RunPaths, layout: NodeLayout, args: argparse.Namespace, resume: bool
+    spec: Spec,
+    paths: RunPaths,
+    layout: NodeLayout,
+    args: argparse.Namespace,
+    resume: bool,
+    task_id: str | None = None,
 ) -> Outcome:
     """Node 1 and up: stage, follow torchrun, exit with it (runspec.run.follower); `resume`:
     from where an earlier attempt left the run, as node 0 does."""
@@ -266,7 +304,7 @@ def follow_node(
     lock = RunLock(paths)
     lock.acquire()
     try:
-        outcome = follow(spec, paths, layout.torchrun_args(), say, resume, args.resume)
+        outcome = follow(spec, paths, layout.torchrun_args(), say, resume, args.resume, task_id)
     finally:
         lock.release()
     if args.format == "json":

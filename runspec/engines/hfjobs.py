@@ -11,10 +11,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runspec.engines.onbox import TASK_ID_VARS, Engine
 from runspec.engines.task import (
     SPEC_VARIABLE,
     TOKEN_VARIABLE,
@@ -262,7 +264,9 @@ def job_request(
     return JobRequest(
         image=image,
         command=["bash", "-c", script],
-        env={SPEC_VARIABLE: spec.text},
+        # One id per launch, the same for every attempt of the job: the run's identity in its
+        # attempt ledger (runspec.run.attemptgate). Launched again, it is a new run.
+        env={SPEC_VARIABLE: spec.text, TASK_ID_VARS[Engine.HF_JOBS]: f"hf-{secrets.token_hex(8)}"},
         secrets={TOKEN_VARIABLE: token, **{name: environ[name] for name in others}},
         flavor=flavor,
         timeout=plan.cap_seconds,

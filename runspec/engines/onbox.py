@@ -26,8 +26,9 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
-from runspec.errors import Outcome, UsageError
+from runspec.errors import Cause, Outcome, UsageError
 from runspec.machine.verdict import Safety
 from runspec.spec.model import FinishAction, FinishSpec, Spec
 from runspec.store.state import RunRecord, Termination
@@ -42,8 +43,12 @@ class Engine(str, enum.Enum):
 
 
 TITLES = {Engine.SKYPILOT: "SkyPilot", Engine.DSTACK: "dstack", Engine.HF_JOBS: "HF Jobs"}
-# The variable that holds the run's identity across machines, by engine.
-TASK_ID_VARS = {Engine.SKYPILOT: "SKYPILOT_TASK_ID", Engine.DSTACK: "DSTACK_RUN_ID"}
+# The variable that holds the run's identity across machines, by engine; an engine is
+# recognised by its own (SkyPilot's, dstack's). HF Jobs gives a job no id of its own that the
+# job can read: `runspec launch --on hf-jobs` puts one per launch in the job's environment
+# (runspec.engines.hfjobs), the same for each of its attempts.
+RECOGNISED_BY = {Engine.SKYPILOT: "SKYPILOT_TASK_ID", Engine.DSTACK: "DSTACK_RUN_ID"}
+TASK_ID_VARS = {**RECOGNISED_BY, Engine.HF_JOBS: "RUNSPEC_TASK_ID"}
 # Seconds between the engine's stop signal and its SIGKILL, as planned for. dstack's runner
 # sends SIGKILL 10 s after SIGINT; HF Jobs documents none (plan for dstack's); SkyPilot tears
 # a preempted or cancelled VM down with no signal at all (sky/core.py, down(): the backend's
@@ -98,7 +103,7 @@ def detect(environ: Mapping[str, str], named: str | None = None) -> EngineContex
             known = ", ".join(e.value for e in Engine)
             raise UsageError(f"unknown engine {name!r}: one of {known}") from None
     else:
-        found = [e for e, var in TASK_ID_VARS.items() if environ.get(var, "").strip()]
+        found = [e for e, var in RECOGNISED_BY.items() if environ.get(var, "").strip()]
         if not found:
             return None
         engine = found[0]
@@ -113,6 +118,23 @@ def engine_spec(spec: Spec) -> Spec:
     return dataclasses.replace(spec, finish=FinishSpec())
 
 
+# The device node every NVIDIA driver makes; a container the engine gave GPUs has it too.
+NVIDIA_DEVICE = Path("/dev/nvidiactl")
+
+
+def never_runs_here(record: RunRecord) -> bool:
+    """A GPU check that no fresh machine of this kind will pass: torch is a CPU-only build (the
+    install is wrong), or the machine has no NVIDIA device at all (the engine gives GPU-less
+    machines for this task: its resources are wrong). Exit 2, not an endless 75 (issue 36).
+    The words read are runspec's own GPU check's (runspec.preflight.gpu), never an error's."""
+    if record.cause is not Cause.GPU or record.termination is not Termination.FAILED_PREFLIGHT:
+        return False
+    message = record.why or record.reason
+    if "torch sees no CUDA GPU" not in message:
+        return False
+    return "a CPU-only build" in message or not NVIDIA_DEVICE.exists()
+
+
 def engine_outcome(record: RunRecord, safety: Safety) -> Outcome:
     """The exit status that tells the engine what to do next."""
     term = record.termination or Termination.INTERRUPTED
@@ -120,6 +142,8 @@ def engine_outcome(record: RunRecord, safety: Safety) -> Outcome:
         Termination.FAILED_PREFLIGHT,
         Termination.FAILED_TRAINING,
     ):
+        if never_runs_here(record):
+            return Outcome.INVALID  # no machine of this kind will pass: never ask for one
         return Outcome.RETRY  # this machine's fault, decided where it was caught
     if term in (Termination.FAILED_PREFLIGHT, Termination.FAILED_STAGING):
         return Outcome.INVALID  # a missing dataset, a spec this machine cannot train

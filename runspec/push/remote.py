@@ -14,3 +14,4 @@ LEASE = "runspec/lease.json"  # the lease a live run renews (issue 22), read by 
 RECEIPT = "runspec/receipt.json"  # the commit after the final push: the run's receipt
 END = "runspec/end.json"  # the machine's end, confirmed after the receipt (push.endconfirm)
 CLAIMS = "runspec/claims"  # a followed spec blob that ran: one file each (daemon.followclaim)
+ATTEMPTS = "runspec/attempts.json"  # under an engine: the run's attempts (runspec.run.attempts)

@@ -32,6 +32,7 @@ from runspec.dataset.staging import stage_dataset
 from runspec.errors import Outcome, RunspecError
 from runspec.push.base import PushFailed
 from runspec.push.fetch import read_pushed
+from runspec.run.attemptgate import follower_verdict
 from runspec.run.recordless import holds_weights
 from runspec.run.resume import fetch_checkpoint, no_checkpoint, remote_record, resuming_line
 from runspec.spec.model import Spec
@@ -64,8 +65,11 @@ def resume_point(spec: Spec, paths: RunPaths, asked: bool, say: Callable[[str], 
     remote = remote_record(spec, pushed, paths.state)
     epochs = planned_epochs(spec, remote)  # node 0 keeps the schedule its record holds
     checkpoint = fetch_checkpoint(spec, paths, pushed.manifest, pushed.commit)
-    if checkpoint is None:
+    if checkpoint is None and asked:
         raise no_checkpoint(spec, paths.state, pushed.where)  # as node 0: every node exits 2
+    if checkpoint is None:  # an engine's attempt: from scratch with node 0 (attemptgate)
+        say(f"no verified checkpoint at {pushed.where}: from scratch, as node 0 starts")
+        return Start()
     say(f"{resuming_line(checkpoint.name, pushed.where, pushed.commit)}, as node 0 does")
     return Start(checkpoint, epochs)
 
@@ -77,10 +81,17 @@ def follow(
     say: Callable[[str], None],
     resume: bool = False,
     asked: bool = False,
+    task_id: str | None = None,
 ) -> Outcome:
-    """`resume`: under an engine, or asked (--resume): where the run stands is read first."""
+    """`resume`: under an engine, or asked (--resume): where the run stands is read first;
+    under an engine the attempt ledger first (`task_id`: the engine's), as node 0 reads it."""
     try:
-        begin = resume_point(spec, paths, asked, say) if resume else Start()
+        early, scratch = (None, False)
+        if resume and not asked:
+            early, scratch = follower_verdict(spec, paths, task_id, say)
+        if early is not None:
+            return early
+        begin = resume_point(spec, paths, asked, say) if resume and not scratch else Start()
     except PushFailed as exc:
         say(error(f"cannot read where the run stands: {exc}: exit 75 (a fresh machine)"))
         return Outcome.RETRY

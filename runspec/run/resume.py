@@ -76,6 +76,11 @@ class CannotResume(UsageError):
     """Nothing to resume, or a run that must not be resumed: exit 2, saying why."""
 
 
+class NothingToResume(CannotResume):
+    """A run with no intact checkpoint anywhere: under an engine it starts over with the
+    budget left (runspec.run.attemptgate)."""
+
+
 @dataclass(frozen=True)
 class Resumed:
     record: RunRecord
@@ -143,7 +148,7 @@ def _start_over(spec: Spec, state: Path, target: str | None) -> str:
 def no_checkpoint(spec: Spec, state: Path, target: str | None) -> CannotResume:
     """An ended run with no checkpoint to go on from, here nor at its target (every node of a
     run across nodes refuses it alike)."""
-    return CannotResume(
+    return NothingToResume(
         f"nothing to resume: run {spec.name!r} has no intact checkpoint on this disk nor at "
         f"its push target; {_start_over(spec, state, target)}"
     )
@@ -329,11 +334,14 @@ def refinish(record: RunRecord, store: RecordStore) -> None:
     store.transition(record, RunStatus.FINISHING, reason, via=Reopen.REFINISH)
 
 
-def resume_under_engine(spec: Spec, state: Path, engine: str) -> Resumed | None:
+def resume_under_engine(
+    spec: Spec, state: Path, engine: str, pushed: Pushed | None = None
+) -> Resumed | None:
     """Under an engine every attempt is a resume when an earlier one left the run behind (on
     this disk, or on its push target for a fresh machine), with the budget that is left,
     never a new one; None for the first attempt. A run marked terminal, or a target that holds
-    another run, raises CannotResume (exit 2: dstack retries on any error, so it must end)."""
+    another run, raises CannotResume (exit 2: dstack retries on any error, so it must end).
+    `pushed`: the target as the attempt ledger's gate read it, before its own commit."""
     try:
         here = RecordStore(state.absolute()).load(spec.name) is not None
     except DamagedRecord:
@@ -343,7 +351,7 @@ def resume_under_engine(spec: Spec, state: Path, engine: str) -> Resumed | None:
     if spec.push is None:
         return None
     try:
-        pushed = read_pushed(spec, RunPaths.decide(spec, state.absolute()))
+        pushed = pushed or read_pushed(spec, RunPaths.decide(spec, state.absolute()))
     except PushFailed:
         return None  # nothing readable there: the first attempt's preflight says why
     if pushed.record is None and not holds_weights(spec, pushed):
