@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.engines.onbox import detect, engine_outcome
     from runspec.machine.leftarmed import left_armed
     from runspec.machine.verdict import run_outcome, run_safety
-    from runspec.machineowner import RUNSPEC, engine_owned
+    from runspec.machineowner import RUNSPEC
     from runspec.run.accept import accept
     from runspec.run.beside import refuse_beside_daemon
     from runspec.run.driver import build_run
@@ -133,10 +133,9 @@ def run(args: argparse.Namespace) -> Outcome:
             spec, not_fitted = unfitted(spec)
             if not_fitted is not None:
                 progress(not_fitted)
-        owner = RUNSPEC
+        owner = RUNSPEC if engine is None else engine.owner()
         if engine is not None:
-            progress(engine.line(spec.finish))  # said once, before the spec's finish is dropped
-            owner = engine_owned(engine.title, engine.eager_push)
+            progress(engine.line(spec.finish))  # said once, before the driver drops the finish
         drive = build_run(
             spec,
             paths,
@@ -189,8 +188,9 @@ def engine_watch(
     engine: EngineContext, lifecycle: Lifecycle, say: Callable[[str], None]
 ) -> GraceWatch:
     """Under an engine, its stop signal ends the trainer at once (its newest checkpoint is
-    pushed first), and the process exits before the engine's grace is over, however far the
-    final push got: with 75 when every weight is verified at the target, else 3."""
+    pushed first: runspec.run.driver sets that for an engine's run), and the process exits
+    before the engine's grace is over, however far the final push got: with 75 when every
+    weight is verified at the target, else 3."""
     from runspec.engines.onbox import GraceWatch, engine_outcome, hard_exit
     from runspec.errors import EXIT_CODES
     from runspec.machine.verdict import run_safety

@@ -68,6 +68,7 @@ class RunDrive:
         self.final_lease()
         if self.ticker is not None:
             self.ticker.stop()
+            self.timers.close()  # its own: nothing else arms jobs in it
 
 
 def build_run(
