@@ -63,6 +63,26 @@ def test_no_timing_mode_of_their_own_in_the_pusher_and_the_renewer() -> None:
     assert "def start" not in renewer and "def _loop" not in renewer
 
 
+def test_the_run_wiring_is_formatted_normally_and_stays_under_the_cap() -> None:
+    """No `# fmt: skip` packs these modules under the 400-line cap (`ruff format --check`
+    passes over the whole tree)."""
+    for rel in (
+        "run/driver.py",
+        "daemon/runs.py",
+        "daemon/loop.py",
+        "push/pusher.py",
+        "push/proven.py",
+        "watch/renew.py",
+        "commands/run.py",
+        "commands/daemonstop.py",
+        "machineowner.py",
+        "timers.py",
+    ):
+        text = (PACKAGE / rel).read_text()
+        assert "fmt: skip" not in text, rel
+        assert len(text.splitlines()) <= 400, rel
+
+
 def test_under_an_engine_the_run_is_built_with_the_engines_end(make_run: MakeRun) -> None:
     run = make_run(target="dir", every="15m")
     drive = build_run(
