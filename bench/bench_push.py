@@ -156,12 +156,14 @@ def time_and_memory(server: object, work: Path, mb: int, repeat: int, env: dict[
 
 
 def unchanged_repush(server: object, work: Path, mb: int) -> None:
+    from runspec.clock import SYSTEM
     from runspec.push import Pusher
     from runspec.run.accept import accept
     from runspec.spec.loader import load_spec
     from runspec.store.owner import RunOwner
     from runspec.store.paths import RunPaths
     from runspec.store.state import RecordStore
+    from runspec.timers import Timers
     from runspec.trainer.control import EpochMarker, FileStat, write_epoch_marker
 
     forget_objects(server)
@@ -197,6 +199,7 @@ def unchanged_repush(server: object, work: Path, mb: int) -> None:
         RunOwner(RecordStore(state), record),
         progress=lines.append,
         min_interval=0.0,
+        timers=Timers(SYSTEM),  # only pushed now: no push.every here
     )
     pusher.start()
     try:

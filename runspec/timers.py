@@ -2,8 +2,9 @@
 
 Every timed job of the daemon lives in its one `Timers` (the inbox rescan, the idle finish, each
 run's `push.every`, the lease); the daemon's loop runs the due ones in its own thread at each step
-(`run_due`). `runspec run` has no daemon: its run's pusher keeps a `Timers` of its own and its push
-worker runs them (runspec.push.pusher), so both time pushes with the same jobs. Nothing here
+(`run_due`). `runspec run` has no daemon: its run's driver (runspec.run.driver) keeps a `Timers`
+of its own and a `Ticker` thread runs them, so both time pushes and leases with the same jobs,
+and the pusher and the lease renewer never run timers themselves. Nothing here
 outlives the process, and nothing needs to: what must survive a restart (the machine's pending end,
 when each run ended, when each run last pushed) is in machine.json and the records, and the jobs
 are re-armed from them at start. The time is read from the one clock seam (runspec.clock), so a
@@ -142,3 +143,28 @@ class Timers:
 
     def close(self) -> None:
         self._scheduler.shutdown()
+
+
+class Ticker:
+    """Runs a `Timers`' due jobs in a thread of its own, every `slice` real seconds, where no
+    daemon's loop does it (`runspec run`: runspec.run.driver). The jobs themselves read the
+    clock seam, so a test that moves the clock sees them run within a slice."""
+
+    def __init__(self, timers: Timers, slice_s: float = 0.5, name: str = "timers") -> None:
+        self.timers = timers
+        self.slice = slice_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> Ticker:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.slice):
+            self.timers.run_due()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)

@@ -26,6 +26,7 @@ from runspec.spec.model import Spec
 from runspec.store.owner import RunOwner
 from runspec.store.paths import RunPaths
 from runspec.store.state import RecordStore, RunRecord
+from runspec.timers import Ticker, Timers
 from runspec.trainer.control import EpochMarker, FileStat, write_epoch_marker
 
 CKPT_SIZE = 12 * 1000 * 1000
@@ -68,6 +69,7 @@ class FakeRun:
     clock: ManualClock
     lines: list[str] = field(default_factory=list)
     pushers: list[Pusher] = field(default_factory=list)
+    tickers: list[Ticker] = field(default_factory=list)
 
     @property
     def run_dir(self) -> Path:
@@ -113,6 +115,12 @@ class FakeRun:
             "retry_base": 0.0,
         }
         options.update(kwargs)
+        if "timers" not in options:
+            # As `runspec run` drives a run: its own scheduler, run by a ticker thread
+            # (runspec.run.driver); a test passing `timers` runs them itself, as the daemon does.
+            ticker = Ticker(Timers(self.clock)).start()
+            self.tickers.append(ticker)
+            options["timers"] = ticker.timers
         pusher = Pusher(self.spec, self.paths, RunOwner(self.store, self.record), **options)
         pusher.start()
         self.pushers.append(pusher)
@@ -177,3 +185,5 @@ def make_run(tmp_path: Path) -> Iterator[MakeRun]:
     for run in runs:
         for pusher in run.pushers:
             pusher.stop()
+        for ticker in run.tickers:
+            ticker.stop()

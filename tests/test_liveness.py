@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from runspec.clock import ManualClock, utc_iso
+from runspec.machineowner import engine_owned
 from runspec.spec.loader import load_spec_text
 from runspec.store.paths import RunPaths
 from runspec.store.state import RecordStore, RunRecord, RunStatus
@@ -54,7 +55,9 @@ def renewer(tmp_path: Path, status: RunStatus = RunStatus.PREFLIGHT) -> LeaseRen
     paths.job_dir.mkdir(parents=True)
     store = RecordStore(tmp_path / "state")
     store.save(RunRecord("early", "0" * 64, status=status))
-    return LeaseRenewer(spec, paths, store, say=lambda line: None, owns_machine=False)
+    return LeaseRenewer(
+        spec, paths, store, say=lambda line: None, owner=engine_owned("SkyPilot", eager_push=False)
+    )
 
 
 def box_commit(hub: HubServer, ago: float, **over: object) -> None:

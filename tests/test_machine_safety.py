@@ -8,6 +8,7 @@ import shutil
 import time
 from pathlib import Path
 
+from runspec.clock import SYSTEM
 from runspec.machine.endgame import Endgame
 from runspec.machine.host import FinishHost
 from runspec.machine.verdict import machine_verdict, run_safety
@@ -18,6 +19,7 @@ from runspec.spec.loader import load_spec
 from runspec.store.owner import RunOwner
 from runspec.store.paths import RunPaths, StateLayout
 from runspec.store.state import RecordStore, RunRecord, RunStatus, Termination
+from runspec.timers import Timers
 from runspec.trainer.control import EpochMarker, FileStat, write_epoch_marker
 from tests.fixtures_providers import StandIn, VastInstance
 from tests.fixtures_push import write_checkpoint
@@ -54,7 +56,14 @@ def push_final(state: Path, name: str) -> None:
     store = RecordStore(state)
     record = store.load(name)
     assert record is not None
-    pusher = Pusher(spec, paths, RunOwner(store, record), min_interval=0.0, progress=print)
+    pusher = Pusher(
+        spec,
+        paths,
+        RunOwner(store, record),
+        min_interval=0.0,
+        progress=print,
+        timers=Timers(SYSTEM),  # only pushed now: no push.every here
+    )
     pusher.start()
     try:
         assert pusher.push_now(final=True, timeout=60) is not None

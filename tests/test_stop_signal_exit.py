@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from runspec.clock import SYSTEM
 from runspec.engines.onbox import engine_outcome
 from runspec.errors import Outcome
 from runspec.machine.verdict import run_safety
@@ -18,6 +19,7 @@ from runspec.spec.loader import load_spec
 from runspec.store.owner import RunOwner
 from runspec.store.paths import StateLayout
 from runspec.store.state import RecordStore, RunRecord, Termination
+from runspec.timers import Timers
 from tests.fixtures_run import SpecWriter
 from tests.test_machine_safety import pushed, trained
 
@@ -27,7 +29,13 @@ def _verified(state: Path, name: str, final: bool) -> RunRecord:
     store = RecordStore(state)
     record = store.load(name)
     assert record is not None
-    pusher = Pusher(load_spec(paths.spec_file), paths, RunOwner(store, record), min_interval=0.0)
+    pusher = Pusher(
+        load_spec(paths.spec_file),
+        paths,
+        RunOwner(store, record),
+        min_interval=0.0,
+        timers=Timers(SYSTEM),  # only pushed now: no push.every here
+    )
     pusher.start()
     try:
         assert pusher.push_now(final=final, timeout=60) is not None

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from runspec.clock import utc_iso
+from runspec.machineowner import engine_owned
 from tests.fixtures_providers import Answer, StandIn, VastInstance
 from tests.fixtures_watch import (
     REPO,
@@ -327,7 +328,9 @@ def test_a_box_renews_over_an_ended_by_no_watcher_with_the_key_wrote(
     store.save(RunRecord(name="hung", spec_sha256="0" * 64, status=RunStatus.TRAINING, epoch=1))
     paths = RunPaths.decide(spec, tmp_path / "state")
     said: list[str] = []
-    renewer = LeaseRenewer(spec, paths, store, say=said.append, owns_machine=False)
+    renewer = LeaseRenewer(
+        spec, paths, store, say=said.append, owner=engine_owned("SkyPilot", eager_push=False)
+    )
     assert renewer.renew() is True and renewer.ended_by is None, said
     lease = lease_at_hub(hub_server)
     assert lease["ended_by"] is None and lease["state"] == "training"

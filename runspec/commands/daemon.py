@@ -39,7 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stop",
         action="store_true",
-        help="stop the daemon of this state folder (SIGTERM: it pushes, then exits) and wait",
+        help="stop the daemon of this state folder and wait (SIGTERM: it pushes the newest "
+        "checkpoint, verified, then exits; the trainer trains on, detached, until a daemon "
+        "drives it again)",
     )
     parser.add_argument(
         "--env-file",

@@ -1,8 +1,9 @@
 """`runspec daemon --stop`: end the daemon of a state folder the way systemd does (SIGTERM: it
-saves its state and exits; under a system shutdown it pushes the newest checkpoint first), wait
-until it has let the state folder go, and say what is left: a run's trainer keeps running,
-detached, with nobody to push it or end the machine until a daemon drives it again; queued runs
-and a machine end armed wait for the next daemon; a failsafe left armed still fires."""
+pushes the newest checkpoint of the run it drives, verified at the target, saves its state and
+exits), wait until it has let the state folder go, and say what was pushed and what is left: a
+run's trainer keeps running, detached, with nobody to push it or end the machine until a daemon
+drives it again; queued runs and a machine end armed wait for the next daemon; a failsafe left
+armed still fires."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ def stop(state: Path, as_json: bool) -> Outcome:
         else:
             print(f"no runspecd runs on {state}")
         return Outcome.OK
+    before = _verified(layout)
     # The lock's holder is the daemon itself (its pid from the lock it holds, not a file).
     os.kill(holder.pid, signal.SIGTERM)
     end = SYSTEM.monotonic() + STOP_WAIT_S
@@ -42,7 +44,7 @@ def stop(state: Path, as_json: bool) -> Outcome:
             raise RunspecError(f"runspecd (pid {holder.pid}) is still stopping; see its log")
         SYSTEM.sleep(0.2)
     layout.daemon_pid.unlink(missing_ok=True)
-    left = left_behind(layout)
+    left = pushed_at_stop(layout, before) + left_behind(layout)
     if as_json:
         print_json({"stopped": holder.pid, "left": left})
     else:
@@ -50,6 +52,44 @@ def stop(state: Path, as_json: bool) -> Outcome:
         for line in left:
             print(line)
     return Outcome.OK
+
+
+def _verified(layout: StateLayout) -> dict[str, str | None]:
+    """Each unfinished run's last verified push (its time), to tell the stop's own push."""
+    from runspec.store.state import RecordStore, RunStatus
+
+    records = RecordStore(layout.state).scan().records
+    return {
+        r.name: r.last_push.time if r.last_push else None
+        for r in records
+        if r.status not in (RunStatus.QUEUED, RunStatus.FINISHED)
+    }
+
+
+def pushed_at_stop(layout: StateLayout, before: dict[str, str | None]) -> list[str]:
+    """What the daemon's stop pushed, one line per run it was driving, read from the records
+    (only a push verified at the target is recorded)."""
+    from runspec.errors import RunspecError
+    from runspec.push.targets import kind_of
+    from runspec.spec.loader import load_accepted
+    from runspec.store.state import RecordStore
+
+    store = RecordStore(layout.state)
+    lines: list[str] = []
+    for name, was in sorted(before.items()):
+        record = store.load(name)
+        push = record.last_push if record is not None else None
+        if push is None or push.time == was:
+            continue  # nothing new: the daemon's log says why (not training, a failed push)
+        paths = layout.run_paths(name)
+        try:
+            spec = load_accepted(paths.spec_file)
+            where = f" at {kind_of(spec.push).where(spec, paths)}" if spec.push else ""
+        except RunspecError:
+            where = ""
+        epoch = f"epoch {push.epoch}" if push.epoch is not None else "its files"
+        lines.append(f"{name}: pushed and verified{where}: {epoch} ({push.time})")
+    return lines
 
 
 def left_behind(layout: StateLayout) -> list[str]:

@@ -88,6 +88,7 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.store.owner import RunLock, RunOwner
     from runspec.store.paths import StateLayout
     from runspec.store.state import RecordStore, RunStatus
+    from runspec.timers import Timers
     from runspec.voice import error
 
     state = state_dir(args)
@@ -111,7 +112,7 @@ def run(args: argparse.Namespace) -> Outcome:
         as_json = args.format == "json"
         say = (lambda line: None) if as_json else print
         owner = RunOwner(store, record)
-        pusher = Pusher(spec, paths, owner, progress=say, min_interval=0.0)
+        pusher = Pusher(spec, paths, owner, progress=say, min_interval=0.0, timers=Timers(SYSTEM))
         pusher.start()
         try:
             say(f"pushing {args.name} to {pusher.target.description}")

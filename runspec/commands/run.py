@@ -84,13 +84,14 @@ def _resume(
 
 def run(args: argparse.Namespace) -> Outcome:
     from runspec.daemon import perms
-    from runspec.engines.onbox import detect, engine_outcome, engine_spec
+    from runspec.engines.onbox import detect, engine_outcome
     from runspec.machine.leftarmed import left_armed
     from runspec.machine.verdict import run_outcome, run_safety
+    from runspec.machineowner import RUNSPEC
     from runspec.run.accept import accept
     from runspec.run.beside import refuse_beside_daemon
+    from runspec.run.driver import build_run
     from runspec.run.finalsignals import after_stop_signal
-    from runspec.run.lifecycle import Lifecycle, LifecycleOptions
     from runspec.spec.loader import load_spec
     from runspec.spec.provenance import git_info
     from runspec.store.owner import RunLock
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> Outcome:
     from runspec.store.state import RecordStore
     from runspec.views.report import summary_lines
     from runspec.voice import Stream, set_live, setup_logging, tagged, warning
-    from runspec.watch.renew import FIRST_LEASE_WAIT_S, renewer_for
+    from runspec.watch.renew import FIRST_LEASE_WAIT_S
 
     state = state_dir(args)
     perms.check([state])  # before a file is written through a link planted there
@@ -144,23 +145,19 @@ def run(args: argparse.Namespace) -> Outcome:
             spec, not_fitted = unfitted(spec)
             if not_fitted is not None:
                 progress(not_fitted)
+        owner = RUNSPEC if engine is None else engine.owner()
         if engine is not None:
-            progress(engine.line(spec.finish))  # said once, before the spec's finish is dropped
-            spec = engine_spec(spec)
-        eager = engine is not None and engine.eager_push
-        lifecycle = Lifecycle(
+            progress(engine.line(spec.finish))  # said once, before the driver drops the finish
+        drive = build_run(
             spec,
             paths,
             RecordStore(state),
-            LifecycleOptions(
-                finish=engine is None,
-                finish_dry_run=args.finish_dry_run,
-                progress=progress,
-                eager_push=eager,
-                push_min_interval=0.0 if eager else 60.0,
-            ),
+            owner=owner,
+            progress=progress,
             lock=lock,
+            finish_dry_run=args.finish_dry_run,
         )
+        lifecycle, spec = drive.lifecycle, drive.spec
         watch = None if engine is None else engine_watch(engine, lifecycle, progress)
         if resumed is not None:
             lifecycle.say(resumed)
@@ -172,25 +169,16 @@ def run(args: argparse.Namespace) -> Outcome:
 
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         # The off-box dead-man's switch: this run vouches for itself on the Hub while it lives.
-        renewer = renewer_for(
-            spec,
-            paths,
-            RecordStore(state),
-            say=progress,
-            owns_machine=engine is None,
-            on_ended=lifecycle.requests.interrupted.set,  # a watcher ended it: push and stop
-        )
-        if renewer is not None:
-            renewer.start()  # its first renewal makes the repo: watched before anything slow
-            if not renewer.first(min(renewer.interval, FIRST_LEASE_WAIT_S)):
-                progress(warning(f"no lease in {renewer.repo} yet: tried again meanwhile"))
+        drive.start()  # the lease's first renewal makes the repo: watched before anything slow
+        renewer = drive.renewer
+        if renewer is not None and not renewer.first(min(renewer.interval, FIRST_LEASE_WAIT_S)):
+            progress(warning(f"no lease in {renewer.repo} yet: tried again meanwhile"))
         try:
             record = lifecycle.run()
         finally:
             if watch is not None:
                 watch.cancel()
-            if renewer is not None:
-                renewer.finish()
+            drive.close()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
     finally:
@@ -233,16 +221,15 @@ def engine_watch(
     engine: EngineContext, lifecycle: Lifecycle, say: Callable[[str], None]
 ) -> GraceWatch:
     """Under an engine, its stop signal ends the trainer at once (its newest checkpoint is
-    pushed first), and the process exits before the engine's grace is over, however far the
-    final push got: with 75 when every weight is verified at the target, else 3."""
+    pushed first: runspec.run.driver sets that for an engine's run), and the process exits
+    before the engine's grace is over, however far the final push got: with 75 when every
+    weight is verified at the target, else 3."""
     from runspec.engines.onbox import GraceWatch, engine_outcome, hard_exit
     from runspec.errors import EXIT_CODES
     from runspec.machine.verdict import run_safety
     from runspec.run.finalsignals import after_stop_signal
     from runspec.trainer.launcher import TrainerHandle
     from runspec.voice import warning
-
-    lifecycle.requests.interrupt_grace = 0.0
 
     def expire() -> None:
         say(warning(f"{engine.title}'s grace is nearly over: exiting before its SIGKILL"))

@@ -277,7 +277,7 @@ DEFAULT_CONFIG_TEXT = """\
 # rescan_every: 30s                # inbox rescan, in case inotify missed something
 # incomplete_wait: 1m              # how long a half-written spec is waited for
 # inbox_settle: 2s                 # after its writer closed it, unchanged this long: taken
-# shutdown_push_timeout: 4m        # at system shutdown, the most spent pushing the last checkpoint
+# shutdown_push_timeout: 4m        # at any stop, the most spent pushing the newest checkpoint
 # writable: [/mnt/volume]          # folders outside the state folder that specs may write (a
 #                                  # volume for push.dir, output.project, dataset.extract_to,
 #                                  # HF_HOME); then `runspec install` and restart runspecd

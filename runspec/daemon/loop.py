@@ -297,15 +297,18 @@ class Daemon:
         if worker is None:
             log.info("SIGTERM: nothing running; exiting")
             return
-        if system_stopping():
-            self.progress(f"{worker.name}: the system is stopping; pushing the newest checkpoint")
-            asked = worker.requests.push_now()
-            # Answered at once when the run is not training: no push to wait for.
-            if not asked.done.wait(self.cfg.shutdown_push_timeout) or asked.note:
-                self.progress(f"{worker.name}: {asked.note or 'the push did not finish in time'}")
+        # Every stop (`runspec daemon --stop`, `systemctl stop`, a system shutdown) pushes the
+        # newest checkpoint first: the trainer trains on with nobody to push it until a daemon
+        # drives it again, and the box may never come back.
+        why = "the system is stopping" if system_stopping() else "the daemon is stopping"
+        self.progress(f"{worker.name}: {why}; pushing the newest checkpoint")
+        asked = worker.requests.push_now()
+        # Answered at once when the run is not training: no push to wait for.
+        if not asked.done.wait(self.cfg.shutdown_push_timeout) or asked.note:
+            self.progress(f"{worker.name}: {asked.note or 'the push did not finish in time'}")
         worker.requests.detach()
         worker.thread.join(timeout=DETACH_WAIT)
-        self.progress(f"{worker.name}: state saved; the trainer keeps running")
+        self.progress(f"{worker.name}: state saved; the trainer keeps running, detached")
 
     def _summary(self) -> None:
         """--once ends with what each run came to: the last lines a person reads."""

@@ -28,13 +28,12 @@ from runspec.store.hint import command
 from runspec.store.owner import RunLock
 from runspec.store.paths import StateLayout
 from runspec.store.state import Damaged, RecordStore, RunRecord, RunStatus, Termination
-from runspec.timers import IDLE_FINISH_ID, LEASE_ID, Timers
+from runspec.timers import IDLE_FINISH_ID, Timers
 from runspec.voice import error, like, tagged
 
 if TYPE_CHECKING:
     from runspec.machine.endgame import Endgame
-    from runspec.run.lifecycle import Lifecycle
-    from runspec.watch.renew import LeaseRenewer
+    from runspec.run.driver import RunDrive
 
 # The run machinery (the lifecycle, the push, the endgame, the providers' HTTP) is imported
 # where a run starts or the machine ends, not with the daemon: an idle daemon holds about
@@ -82,7 +81,7 @@ class RunKeeper:
         self.timers: Timers | None = None  # the daemon's; None: no idle finish (tests)
         self.inbox_pending: Callable[[], bool] = lambda: False
         self._endgame_thread: threading.Thread | None = None
-        self.lease: LeaseRenewer | None = None
+        self.drive: RunDrive | None = None  # the driven run's parts (runspec.run.driver)
         self._lease_final: threading.Thread | None = None
 
     # -- the queue ----------------------------------------------------------------------
@@ -163,7 +162,7 @@ class RunKeeper:
                 continue
             self.elsewhere.pop(record.name, None)
             try:
-                lifecycle = self._lifecycle(record, lock)
+                drive = self._build(record, lock)
             except Exception as exc:
                 lock.release()
                 self._broke(record.name, f"cannot start: {exc}")
@@ -173,54 +172,45 @@ class RunKeeper:
             verb = "starting" if record.status is RunStatus.QUEUED else "resuming"
             was = "" if record.status is RunStatus.QUEUED else f" ({record.status.value})"
             self.progress(f"{record.name}: {verb}{was}")
-            self.worker = Worker(lifecycle, lock)
+            self.worker = Worker(drive.lifecycle, lock)
             self.worker.thread.start()
-            self._renew_lease(lifecycle)
+            self.drive = drive
+            drive.start()  # the lease: a timed job of the loop (each renewal in a thread)
             return
         if not candidates:
             self.end_machine_if_armed()
 
-    def _renew_lease(self, lifecycle: Lifecycle) -> None:
-        """The run's lease, renewed by a timed job of the loop (each renewal in a thread)."""
-        from runspec.watch.renew import renewer_for  # noqa: PLC0415 - the run machinery
-
-        renewer = renewer_for(
-            lifecycle.spec, lifecycle.paths, self.store, clock=self.clock,
-            say=self._run_progress(lifecycle.spec.name),
-            on_ended=lifecycle.requests.interrupted.set,  # a watcher ended it: push and stop
-        )  # fmt: skip
-        self.lease = renewer
-        if renewer is None or self.timers is None:
-            return
-        self.timers.every(LEASE_ID, renewer.interval, renewer.kick)
-        renewer.kick()  # the first lease at once (it makes the repo): watched from the start
-
     def _end_lease(self) -> None:
         """The final state into the lease, in a thread (`settle_lease` waits for it)."""
-        if self.timers is not None:
-            self.timers.cancel(LEASE_ID)
-        renewer, self.lease = self.lease, None
-        if renewer is not None and self.timers is not None:
-            self._lease_final = threading.Thread(target=renewer.finish, name="lease", daemon=True)
-            self._lease_final.start()
+        drive, self.drive = self.drive, None
+        if drive is None:
+            return
+        drive.stop_lease()
+        target = drive.close if drive.ticker is not None else drive.final_lease
+        self._lease_final = threading.Thread(target=target, name="lease", daemon=True)
+        self._lease_final.start()
 
     def settle_lease(self, timeout: float = 30.0) -> None:
         if self._lease_final is not None:
             self._lease_final.join(timeout)
 
-    def _lifecycle(self, record: RunRecord, lock: RunLock) -> Lifecycle:
-        from runspec.run.lifecycle import Lifecycle, LifecycleOptions  # noqa: PLC0415 - as above
+    def _build(self, record: RunRecord, lock: RunLock) -> RunDrive:
+        from runspec.machineowner import RUNSPEC  # noqa: PLC0415 - the run machinery
+        from runspec.run.driver import build_run  # noqa: PLC0415 - as above
 
         paths = self.layout.run_paths(record.name)
-        spec = load_accepted(paths.spec_file)
-        options = LifecycleOptions(
-            finish=True,
-            finish_dry_run=self.cfg.finish_dry_run,
+        return build_run(
+            load_accepted(paths.spec_file),
+            paths,
+            self.store,
+            owner=RUNSPEC,  # the daemon runs on a machine runspec ends
             progress=self._run_progress(record.name),
-            notify=self.cfg.notify,
+            lock=lock,
+            clock=self.clock,
             timers=self.timers,
+            finish_dry_run=self.cfg.finish_dry_run,
+            notify=self.cfg.notify,
         )
-        return Lifecycle(spec, paths, self.store, options, clock=self.clock, lock=lock)
 
     def _run_progress(self, name: str) -> Callable[[str], None]:
         def progress(text: str) -> None:

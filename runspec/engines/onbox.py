@@ -19,7 +19,6 @@ RUNSPEC_ENGINE in the job's environment).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import enum
 import os
 import sys
@@ -30,7 +29,8 @@ from pathlib import Path
 
 from runspec.errors import Cause, Outcome, UsageError
 from runspec.machine.verdict import Safety
-from runspec.spec.model import FinishAction, FinishSpec, Spec
+from runspec.machineowner import MachineOwner, engine_owned
+from runspec.spec.model import FinishAction, FinishSpec
 from runspec.store.state import RunRecord, Termination
 
 ENGINE_ENV = "RUNSPEC_ENGINE"
@@ -76,6 +76,10 @@ class EngineContext:
     def eager_push(self) -> bool:
         return self.grace < EAGER_BELOW
 
+    def owner(self) -> MachineOwner:
+        """Who ends the machine: this engine (runspec.machineowner, read by runspec.run.driver)."""
+        return engine_owned(self.title, self.eager_push)
+
     def line(self, finish: FinishSpec) -> str:
         """Said once, as the run starts."""
         task = f" (task {self.task_id})" if self.task_id else ""
@@ -110,12 +114,6 @@ def detect(environ: Mapping[str, str], named: str | None = None) -> EngineContex
     var = TASK_ID_VARS.get(engine)
     task_id = environ.get(var, "").strip() or None if var is not None else None
     return EngineContext(engine=engine, task_id=task_id, grace=GRACES[engine])
-
-
-def engine_spec(spec: Spec) -> Spec:
-    """The spec as run under an engine: no finish action, so no provider key is checked, no
-    failsafe fires and nothing ends the machine (the accepted spec on disk is unchanged)."""
-    return dataclasses.replace(spec, finish=FinishSpec())
 
 
 # The device node every NVIDIA driver makes; a container the engine gave GPUs has it too.

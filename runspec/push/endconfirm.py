@@ -56,10 +56,9 @@ def end_doc(run: str, by: str, action: str, outcome: dict[str, Any], at: float) 
     }
 
 
-def box_confirmation(run: str, finish: dict[str, Any], now: float) -> dict[str, Any] | None:
+def box_confirmation(run: str, record: FinishRecord | None, now: float) -> dict[str, Any] | None:
     """The box's own finish, confirmed by its provider (None: nothing was confirmed: no end
     asked of a provider, a dry run, an end the provider did not confirm)."""
-    record = FinishRecord.from_json(finish)
     result = record.result if record is not None else None
     if (
         result is None
@@ -75,7 +74,7 @@ def box_confirmation(run: str, finish: dict[str, Any], now: float) -> dict[str, 
 
 
 def send_end(
-    spec: Spec, paths: RunPaths, finish: dict[str, Any], say: Callable[[str], None], now: float
+    spec: Spec, paths: RunPaths, finish: FinishRecord | None, say: Callable[[str], None], now: float
 ) -> bool:
     """After the box's own finish: its confirmation, pushed beside the receipt of a run whose
     final push verified; a failure is said and returned, never raised."""

@@ -14,8 +14,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from runspec.push.base import StagedFile
-from runspec.push.manifest import Manifest
+from runspec.push.base import PushFailed, StagedFile
+from runspec.push.lost import forget_lost
+from runspec.push.manifest import Manifest, ManifestEntry
 
 if TYPE_CHECKING:
     from runspec.push.pusher import Pusher
@@ -38,3 +39,33 @@ def read_back_rest(
         return manifest, problems
     pusher.progress(f"read back {len(weights)} weights files: the bytes match")
     return dataclasses.replace(manifest, read_back=True), []
+
+
+def proven(
+    pusher: Pusher,
+    commit: str | None,
+    manifest: Manifest,
+    ours: Sequence[ManifestEntry],
+    uploads: list[StagedFile],
+    what: str,
+) -> Manifest:
+    """The push's manifest once the target proved it (`verify`, then the final's read-back of
+    what it did not send); else the files the target lost are forgotten, to be sent again, and
+    PushFailed says what was not verified."""
+    problems = pusher.target.verify(commit, [*manifest.entries, *ours], uploads)
+    if not problems:  # the bytes sent were read back; the final reads what was not yet
+        manifest, problems = read_back_rest(pusher, commit, manifest, uploads)
+    if not problems:
+        return manifest
+    pusher.verified = forget_lost(
+        pusher.verified,
+        pusher.verified_file,
+        pusher.stager,
+        manifest,
+        uploads,
+        problems,
+        pusher.progress,
+    )
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    where = pusher.target.description
+    raise PushFailed(f"push of {what} to {where} NOT verified: {problems[0]}{more}")

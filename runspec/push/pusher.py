@@ -2,7 +2,8 @@
 
 Triggers only set flags and wake the worker thread, so the lifecycle loop never waits on the
 network: `notify_checkpoint()` after each epoch marker, `request_scheduled()` every `push.every` (a
-job in the daemon's scheduler, runspec.timers, or in the pusher's own, run by its worker), and
+job in the run's scheduler, runspec.timers, run by whoever drives the run: the daemon's loop or
+`runspec run`'s ticker; never by the pusher), and
 `push_now()` (the only blocking call, bounded by its timeout) for the final push and on interrupts.
 Commits are at most one per `min_interval`, within the Hub's commit quota (runspec.push.quota);
 pushes asked for meanwhile coalesce into one. A failed push is recorded as the run's `push_error`
@@ -29,9 +30,8 @@ from runspec.meter import Meter
 from runspec.push.base import PushFailed, PushTarget, StagedFile, one_line, scrub
 from runspec.push.collect import Stager, is_immutable
 from runspec.push.hubrecord import push_first_card, stage_record
-from runspec.push.lost import forget_lost
 from runspec.push.manifest import Manifest, ManifestEntry
-from runspec.push.proven import read_back_rest
+from runspec.push.proven import proven
 from runspec.push.pushline import pushed_line
 from runspec.push.quota import hub_quota, within_quota
 from runspec.push.remote import MANIFEST, RECORD
@@ -50,7 +50,7 @@ from runspec.voice import warning
 
 log = logging.getLogger("runspec.push")
 
-WAIT_SLICE = 0.5  # the worker wakes at least this often (real seconds), runs its own timers
+WAIT_SLICE = 0.5  # the worker wakes at least this often (real seconds): a retry falls due
 RATE_MIN_BYTES = 1 << 20  # smaller pushes say little about the link's speed
 
 
@@ -68,7 +68,7 @@ class Pusher:
         retry_max: float = 900.0,
         target: PushTarget | None = None,
         eager: bool = False,
-        timers: Timers | None = None,
+        timers: Timers,
     ) -> None:
         if spec.push is None:
             raise ValueError(f"run {spec.name} has no push section")
@@ -87,9 +87,7 @@ class Pusher:
         self.stager = Stager(spec, paths, clock)
         self.verified_file = paths.pushed_manifest
         self.verified = Manifest.load(self.verified_file)
-        # The daemon's scheduler, or (`runspec run`) one of its own that the worker runs.
-        self.timers = timers or Timers(clock)
-        self._runs_timers = timers is None
+        self.timers = timers  # the run's scheduler: its driver runs the due jobs
         self._job_id = push_every_id(spec.name)
         self._cond = threading.Condition()
         self._want_checkpoint = False
@@ -211,8 +209,6 @@ class Pusher:
             with self._cond:
                 while (job := self._next_kind()) is None:
                     self._cond.wait(WAIT_SLICE)
-                    if self._runs_timers:  # no daemon's loop runs them: this thread does
-                        self.timers.run_due()
             if job == "stop":
                 return
             try:
@@ -337,23 +333,19 @@ class Pusher:
         with self._cond:
             self._last_commit = sending
         size = sum(item.entry.size for item in uploads)
-        meter = Meter(f"pushing {what}{' (final)' if final else ''}", size, self.progress,
-                      clock=self.clock, snapshot=self.paths.transfer_file)  # fmt: skip
+        meter = Meter(
+            f"pushing {what}{' (final)' if final else ''}",
+            size,
+            self.progress,
+            clock=self.clock,
+            snapshot=self.paths.transfer_file,
+        )
         commit = within_quota(
             self.quota, sending, lambda: send(self.target, uploads, message, meter)
         )
         sent = self.clock.monotonic() - sending
         ours = [manifest_file.entry, record_file.entry]
-        problems = self.target.verify(commit, [*manifest.entries, *ours], uploads)
-        if not problems:  # the bytes sent were read back; the final reads what was not yet
-            manifest, problems = read_back_rest(self, commit, manifest, uploads)
-        if problems:
-            self.verified = forget_lost(self.verified, self.verified_file, self.stager,
-                                        manifest, uploads, problems, self.progress)  # fmt: skip
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise PushFailed(
-                f"push of {what} to {self.target.description} NOT verified: {problems[0]}{more}"
-            )
+        manifest = proven(self, commit, manifest, ours, uploads, what)  # or raises PushFailed
         return self._verified_push(manifest, commit, uploads, started, sent)
 
     def _verified_push(

@@ -40,7 +40,7 @@ from runspec.run.attempts import WRITE_S, Attempt, Ledger, read_ledger, write_le
 from runspec.run.resume import NothingToResume, Resumed, resume_under_engine
 from runspec.spec.model import Spec
 from runspec.store.paths import RunPaths
-from runspec.store.state import RecordStore, RunRecord, RunStatus
+from runspec.store.state import RecordStore, Reopen, RunRecord, RunStatus, move
 from runspec.voice import error, warning
 
 NO_PROGRESS_LIMIT = 3  # attempts in a row with no new verified epoch before the run ends
@@ -104,10 +104,8 @@ class AttemptGate:
         record.budget_started_at, record.deadline = utc_iso(start), utc_iso(deadline)
         if fresh:
             reason = "an engine's new attempt: from scratch, with the budget left"
-            step = {"from": record.status.value, "to": "preflight", "reason": reason}
-            record.history.append({"time": utc_iso(now), **step})
-            record.status, record.reason = RunStatus.PREFLIGHT, reason
-            record.termination, record.why, record.ended_at, record.finish = None, "", None, {}
+            move(record, RunStatus.PREFLIGHT, reason, now, via=Reopen.RESUME)
+            record.termination, record.why, record.finish = None, "", None
             record.started_at = record.started_at or utc_iso(now)
             record.total_epochs = self.spec.train.epochs
         store.save(record)

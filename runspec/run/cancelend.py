@@ -30,7 +30,7 @@ def decide_end(lc: Lifecycle) -> str | None:
             return term.value
         if cancelled:
             return "cancelled"
-        if not lc.options.finish or lc.requests.interrupted.is_set():
+        if not lc.options.owner.runspec or lc.requests.interrupted.is_set():
             return term.value
         lc.owner.transition(RunStatus.FINISHING, f"{term.value}; applying the finish action")
         return None

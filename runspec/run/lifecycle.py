@@ -27,6 +27,7 @@ from runspec.dataset.staging import stage_dataset
 from runspec.errors import RunspecError
 from runspec.machine import failsafe
 from runspec.machine.endgame import Endgame
+from runspec.machineowner import RUNSPEC, MachineOwner
 from runspec.preflight import run_preflight
 from runspec.push import Pusher
 from runspec.push.cardpush import made_weights, push_card
@@ -43,6 +44,7 @@ from runspec.store.owner import RunLock, RunOwner
 from runspec.store.paths import RunPaths
 from runspec.store.room import SPACE_POLL_S, is_stuck
 from runspec.store.state import RecordStore, RunRecord, RunStatus, Termination
+from runspec.timers import Timers
 from runspec.trainer.checkpoints import vouch_after_exit
 from runspec.trainer.launcher import TrainerHandle
 from runspec.views import messages
@@ -52,14 +54,13 @@ from runspec.watch.endedby import ended_by_watch
 if TYPE_CHECKING:
     from runspec.preflight import Phase
     from runspec.preflight.report import PreflightReport
-    from runspec.timers import Timers
 
 log = logging.getLogger("runspec.run.lifecycle")
 
 
 @dataclass(frozen=True)
 class LifecycleOptions:
-    finish: bool = True
+    owner: MachineOwner = RUNSPEC  # who ends the machine (runspec.machineowner)
     finish_dry_run: bool = False
     progress: Callable[[str], None] = print
     tick: float = 0.5  # how often the trainer's folder is read
@@ -67,11 +68,9 @@ class LifecycleOptions:
     stop_grace: float = 3600.0  # the longest wait for an epoch boundary after a stop request
     hang_floor: float = 600.0  # no new epoch for max(5 x longest epoch, this): hung
     first_epoch_hang: float = 3600.0
-    push_min_interval: float = 60.0  # the Hub limits commit rates
-    eager_push: bool = False  # every new checkpoint pushed as soon as written (a short grace)
     skip_preflight: bool = False
     notify: tuple[str, ...] = ()  # the daemon config's URLs, for a spec without `notify:`
-    timers: Timers | None = None  # the daemon's, for push.every; None: the pusher's own
+    timers: Timers | None = None  # the run's (runspec.run.driver); None: no push.every
 
 
 class Lifecycle:
@@ -227,7 +226,7 @@ class Lifecycle:
             self._move(RunStatus.PUSHING, why, termination)
 
     def _rearm_failsafe(self) -> None:
-        if not self.options.finish:
+        if not self.options.owner.runspec:
             return  # nothing here ends the machine (an engine owns it), so no timer may
         failsafe.arm(
             self.spec,
@@ -306,9 +305,9 @@ class Lifecycle:
                 self.owner,
                 clock=self.clock,
                 progress=self.say,
-                min_interval=self.options.push_min_interval,
-                eager=self.options.eager_push,
-                timers=self.options.timers,
+                min_interval=self.options.owner.push_min_interval,
+                eager=self.options.owner.eager_push,
+                timers=self.options.timers or Timers(self.clock),
             )
             pusher.start()
             self._pusher = pusher

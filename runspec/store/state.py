@@ -90,6 +90,9 @@ BACKWARD: dict[Reopen, frozenset[tuple[RunStatus, RunStatus]]] = {
     Reopen.RESUME: frozenset(
         {(old, new) for old in S if old not in UNFINISHED_END for new in (S.PREFLIGHT, S.TRAINING)}
         | {(end, end) for end in UNFINISHED_END}
+        # An engine's attempt with nothing verified at the target starts over from its preflight
+        # (runspec.run.attemptgate), whatever the attempt before it was doing when it died.
+        | {(end, S.PREFLIGHT) for end in UNFINISHED_END}
     ),
     Reopen.REFINISH: frozenset({(S.FINISHED, S.FINISHING)}),
     # A rebuilt record starts anew (queued) and takes up the training its trainer is in.

@@ -9,8 +9,11 @@ ended this box (`ended_by`), the box says so once and never renews over it, so a
 that comes back does not fight the watcher. Every renewal is one small commit: at the default
 5m, 12 commits an hour per run (`bench/bench_watch.py` measures it).
 
-Renewals run in a thread of their own (the daemon's loop never touches the network): `kick()`
-starts one unless one is still under way, and a slow Hub costs a renewal, never the run.
+Renewals run in a thread of their own (no loop touches the network): `kick()` starts one unless
+one is still under way, and a slow Hub costs a renewal, never the run. `kick()` is a timed job of
+the run's scheduler (runspec.timers), every lease on a fixed beat, armed by the run's driver
+(runspec.run.driver): the daemon's loop or `runspec run`'s ticker runs it; the renewer keeps
+no timing of its own.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 from runspec.backoff import pause_after
 from runspec.budget import overrun_end
 from runspec.clock import SYSTEM, Clock, utc_iso
+from runspec.machineowner import RUNSPEC, MachineOwner
 from runspec.providers.aws import AWS
 from runspec.providers.awstimer import MARGIN_S, arm_stop_timer, disarm_timer
 from runspec.providers.base import Provider, ProviderError
@@ -100,13 +104,13 @@ class LeaseRenewer:
         *,
         clock: Clock = SYSTEM,
         say: Callable[[str], None] = print,
-        owns_machine: bool = True,
+        owner: MachineOwner = RUNSPEC,
         on_ended: Callable[[], None] | None = None,
     ) -> None:
         assert spec.push is not None and spec.push.hub is not None and spec.watch.lease
         # Under an engine (SkyPilot, dstack, HF Jobs) the machine is the engine's: the lease
         # names no provider or instance (a watcher then only notifies) and arms no timer.
-        self.owns_machine = owns_machine
+        self.owner = owner
         # Told once when a watcher ended this box: the run then pushes what it can and stops.
         self.on_ended = on_ended
         self.spec = spec
@@ -142,7 +146,7 @@ class LeaseRenewer:
 
     def build(self, record: RunRecord) -> Lease:
         if self._where is None:
-            found = where_it_runs(self.spec) if self.owns_machine else NOWHERE
+            found = where_it_runs(self.spec) if self.owner.runspec else NOWHERE
             self._provider, self._where = found[0], found[1:]
         provider, instance, region = self._where
         self._arm_timer(record)
@@ -300,26 +304,10 @@ class LeaseRenewer:
 
     def kick(self) -> None:
         """A renewal in a thread of its own, unless one is still under way."""
-        if self._thread is not None and self._thread.is_alive():
-            return
+        if self._stop.is_set() or (self._thread is not None and self._thread.is_alive()):
+            return  # finished (the final state is written), or a renewal is under way
         self._thread = threading.Thread(target=self._renew_safely, name="lease", daemon=True)
         self._thread.start()
-
-    # `runspec run`'s own renewals: a thread that renews every interval until stopped.
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="lease", daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        # The first renewal at once (it makes the repo when there is none): a box that hangs in
-        # its preflight, its staging or its first epoch is watched too. Then one every lease,
-        # on a fixed beat: a renewal that retried for most of a lease does not delay the next.
-        due = self.clock.monotonic()
-        while True:
-            self._renew_safely()
-            due += self.interval
-            if self._stop.wait(max(0.0, due - self.clock.monotonic())):
-                return
 
     def first(self, timeout: float) -> bool:
         """Wait (at most `timeout`) for the first try of the first renewal; whether the lease
@@ -349,13 +337,16 @@ class LeaseRenewer:
 
 
 def renewer_for(
-    spec: Spec, paths: RunPaths, store: RecordStore, *, clock: Clock = SYSTEM,
-    say: Callable[[str], None] = print, owns_machine: bool = True,
+    spec: Spec,
+    paths: RunPaths,
+    store: RecordStore,
+    *,
+    clock: Clock = SYSTEM,
+    say: Callable[[str], None] = print,
+    owner: MachineOwner = RUNSPEC,
     on_ended: Callable[[], None] | None = None,
-) -> LeaseRenewer | None:  # fmt: skip
+) -> LeaseRenewer | None:
     """The run's renewer, or None when its spec has no lease (or the watcher is off here)."""
     if spec.watch.lease is None:
         return None
-    return LeaseRenewer(
-        spec, paths, store, clock=clock, say=say, owns_machine=owns_machine, on_ended=on_ended
-    )
+    return LeaseRenewer(spec, paths, store, clock=clock, say=say, owner=owner, on_ended=on_ended)
