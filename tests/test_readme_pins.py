@@ -6,8 +6,6 @@ import re
 import subprocess
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -25,6 +23,4 @@ def test_every_pin_the_readme_gives_is_the_projects_version_tag() -> None:
     tags = subprocess.run(
         ["git", "-C", str(REPO), "tag", "--list", "v*"], capture_output=True, text=True, check=False
     ).stdout.split()
-    if not tags:
-        pytest.skip("this checkout has no tags (a shallow clone)")
-    assert f"v{version}" in tags, tags
+    assert not tags or f"v{version}" in tags, tags  # a shallow clone has none to check
