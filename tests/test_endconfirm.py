@@ -6,20 +6,21 @@ from __future__ import annotations
 
 import json
 
-from runspec.providers.base import Outcome
+from runspec.providers.base import ProviderOutcome
 from runspec.push.endconfirm import send_end
-from runspec.store.finishrecord import FinishRecord, FinishResult
+from runspec.store.finishrecord import EndAction, FinishRecord, FinishResult
 from tests.fixtures_push import MakeRun
 
 AT = 1_800_000_000.0
 
 
-def _stop(confirmed: bool = True, dry_run: bool = False) -> dict[str, object]:
+def _stop(confirmed: bool = True, dry_run: bool = False) -> FinishRecord:
     """The record a stop through vast leaves (runspec.machine.finish: the provider's Outcome)."""
-    outcome = Outcome("vast", "stop", "4242", "PUT /instances/4242", confirmed, "stopped", "")
+    call = "PUT /instances/4242"
+    outcome = ProviderOutcome("vast", "stop", "4242", call, confirmed, "stopped", "")
     result = FinishResult(
         requested="stop",
-        action="stop",
+        action=EndAction.STOP,
         verified=True,
         dry_run=dry_run,
         ok=True,
@@ -27,7 +28,7 @@ def _stop(confirmed: bool = True, dry_run: bool = False) -> dict[str, object]:
         summary="stopped",
         provider=outcome.to_json(),
     )
-    return FinishRecord.applied(result).to_json()
+    return FinishRecord.applied(result)
 
 
 def test_the_box_adds_the_end_its_provider_confirmed_beside_the_receipt(
@@ -39,7 +40,7 @@ def test_the_box_adds_the_end_its_provider_confirmed_beside_the_receipt(
     end_file = run.paths.state / "pushed" / run.spec.name / "runspec" / "end.json"
     assert send_end(run.spec, run.paths, _stop(), said.append, AT) is False  # no final push
     assert run.pusher().push_now(final=True, timeout=60) is not None
-    for unseen in (_stop(confirmed=False), _stop(dry_run=True), {}):
+    for unseen in (_stop(confirmed=False), _stop(dry_run=True), None):
         assert send_end(run.spec, run.paths, unseen, said.append, AT) is False
     assert not end_file.exists()
 

@@ -549,7 +549,7 @@ def test_failsafe_fires_only_for_a_run_that_has_not_ended(tmp_path: Path, host_r
     assert code == 0  # keep did what it was told
     saved = store.load("fs3")
     # The failsafe never writes the run's record: its own file says what it did.
-    assert saved is not None and saved.finish == {} and saved.status is RunStatus.TRAINING
+    assert saved is not None and saved.finish is None and saved.status is RunStatus.TRAINING
     fired = json.loads((state_dir / "jobs/fs3/failsafe.json").read_text())["fired"]
     assert fired["applied"] and fired["result"]["action"] == "keep"
     assert not fired["result"]["verified"]
@@ -568,7 +568,7 @@ def test_failsafe_fires_only_for_a_run_that_has_not_ended(tmp_path: Path, host_r
     assert proc.returncode == 0, proc.stderr
     assert "the run has ended; nothing to do" in proc.stdout
     final = store.load("fs3")
-    assert final is not None and final.finish == {}
+    assert final is not None and final.finish is None
 
 
 def test_the_suite_forbids_the_real_poweroff_even_outside_a_container(host_root: Path) -> None:

@@ -197,5 +197,5 @@ def test_a_once_watcher_remembers_an_outage_across_its_passes(
     code, out, err = result(watch(env, REPO))
     assert code == 0, err
     seen = out["runs"][0]
-    assert seen["verdict"] == "alive" and seen["grace_added"] >= 50.0, seen
+    assert seen["verdict"] == "alive" and seen["grace_added"] >= 50.0, json.dumps(seen)
     assert standin.made() == [] and box.effects == []

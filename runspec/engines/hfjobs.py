@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from runspec.engines.onbox import TASK_ID_VARS, Engine
 from runspec.engines.task import (
+    HF_TASK_ID_VARIABLE,
     SPEC_VARIABLE,
     TOKEN_VARIABLE,
     EngineMisfit,
@@ -266,7 +266,7 @@ def job_request(
         command=["bash", "-c", script],
         # One id per launch, the same for every attempt of the job: the run's identity in its
         # attempt ledger (runspec.run.attemptgate). Launched again, it is a new run.
-        env={SPEC_VARIABLE: spec.text, TASK_ID_VARS[Engine.HF_JOBS]: f"hf-{secrets.token_hex(8)}"},
+        env={SPEC_VARIABLE: spec.text, HF_TASK_ID_VARIABLE: f"hf-{secrets.token_hex(8)}"},
         secrets={TOKEN_VARIABLE: token, **{name: environ[name] for name in others}},
         flavor=flavor,
         timeout=plan.cap_seconds,

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from runspec.engines.task import HF_TASK_ID_VARIABLE
 from runspec.errors import Cause, Outcome, UsageError
 from runspec.machine.verdict import Safety
 from runspec.machineowner import MachineOwner, engine_owned
@@ -48,7 +49,7 @@ TITLES = {Engine.SKYPILOT: "SkyPilot", Engine.DSTACK: "dstack", Engine.HF_JOBS: 
 # job can read: `runspec launch --on hf-jobs` puts one per launch in the job's environment
 # (runspec.engines.hfjobs), the same for each of its attempts.
 RECOGNISED_BY = {Engine.SKYPILOT: "SKYPILOT_TASK_ID", Engine.DSTACK: "DSTACK_RUN_ID"}
-TASK_ID_VARS = {**RECOGNISED_BY, Engine.HF_JOBS: "RUNSPEC_TASK_ID"}
+TASK_ID_VARS = {**RECOGNISED_BY, Engine.HF_JOBS: HF_TASK_ID_VARIABLE}
 # Seconds between the engine's stop signal and its SIGKILL, as planned for. dstack's runner
 # sends SIGKILL 10 s after SIGINT; HF Jobs documents none (plan for dstack's); SkyPilot tears
 # a preempted or cancelled VM down with no signal at all (sky/core.py, down(): the backend's

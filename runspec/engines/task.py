@@ -21,6 +21,8 @@ from runspec.spec.model import Spec
 SPEC_VARIABLE = "RUNSPEC_SPEC_YAML"
 SPEC_FILE = "runspec-spec.yaml"  # in the job's working folder, on the engine's machine
 TOKEN_VARIABLE = "HF_TOKEN"
+# The id `runspec launch` gives each HF job (HF Jobs gives its job none in the environment).
+HF_TASK_ID_VARIABLE = "RUNSPEC_TASK_ID"
 # Room for the install before `runspec run` starts its budget: an engine's time cap counts
 # from the job's start, and must never cut a run before its own wall_clock is spent.
 DEFAULT_SETUP = 15 * 60.0

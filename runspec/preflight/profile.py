@@ -38,6 +38,8 @@ from runspec.trainer.heavyimports import heavy_imports
 
 PROFILE_WARMUP = 2
 PROFILE_STEPS = 5
+# A profiling child reaches its profile within this of its start (its imports take seconds).
+BORN_WITHIN_S = 120.0
 # A LibreYOLO checkpoint holds the model about four times over (trainer.py `_save_checkpoint`:
 # the EMA's weights, the raw ones, the EMA's state, and the optimizer's, about one more).
 CHECKPOINT_COPIES = 4
@@ -80,6 +82,7 @@ def _profile(
     """LibreYOLO's profile summary, `checkpoint`: one checkpoint save's seconds and bytes, and
     `start`: the seconds from this child's start to LibreYOLO's training start (its imports,
     the model's build, LibreYOLO's setup: what a trainer takes before its first step)."""
+    called = time.time()
     # torch and libreyolo, only when the profile is asked for
     with heavy_imports():
         from runspec.trainer.modelbuild import build_model, resolve_device  # noqa: PLC0415
@@ -117,7 +120,10 @@ def _profile(
         found = project / "prof" / "profile_summary.json"
     loaded: dict[str, Any] = json.loads(found.read_text())
     if started.at is not None:
-        loaded["start"] = started.at - psutil.Process().create_time()
+        # From this child's start, its imports included, as a trainer's start pays them; a
+        # process that lived long before this call (a caller in-process) counts from the call.
+        born = psutil.Process().create_time()
+        loaded["start"] = started.at - (born if called - born < BORN_WITHIN_S else called)
     loaded["checkpoint"] = checkpoint_cost(model.model, _on_the_runs_disk(paths))
     return loaded
 

@@ -76,6 +76,8 @@ def earlier_run(where: str, name: str, ours: dict[str, Any] | None, read: Reader
     theirs = _record(read)
     if theirs is None or theirs.get("name") != name:
         return None  # no record, or another name's (held_elsewhere says that)
+    if read(remote.ATTEMPTS):
+        return None  # an engine's attempt ledger says which run it holds (run.attemptgate)
     started = theirs.get("started_at")
     if started == ours.get("started_at"):
         return None  # this run: its first push landed and was not yet recorded here

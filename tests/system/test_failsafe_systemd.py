@@ -97,7 +97,7 @@ def test_the_failsafe_timer_stops_the_machine_when_runspec_is_gone(
     fired = json.loads(failsafe_file.read_text())["fired"]
     assert fired["result"]["action"] == "stop" and fired["result"]["verified"] is False
     saved = store.load("orphan")
-    assert saved is not None and saved.finish == {} and saved.status is RunStatus.TRAINING
+    assert saved is not None and saved.finish is None and saved.status is RunStatus.TRAINING
     journal = c.journal_text("runspec-failsafe-orphan")
     assert "orphan: the run is still training past deadline + overrun" in journal, journal
     assert VAST_KEY not in c.journal_text()
