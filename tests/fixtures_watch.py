@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from runspec.clock import utc_iso
+from runspec.store.paths import STATE_VARIABLE
 from runspec.watch.seal import KEY_VARIABLE, seal
 from tests.fixtures_providers import StandIn
 from tests.hubserver import HubServer
@@ -59,8 +60,11 @@ def seed(
 
 def watcher_env(hub_env: dict[str, str], standin: StandIn, home: Path) -> dict[str, str]:
     home.mkdir(exist_ok=True)
+    # Its own state folder (as root the default is /var/lib/runspec, shared by every test's
+    # watchers at once: one watcher's memory of an outage written over by another's).
     return {
         "PATH": os.environ["PATH"], "HOME": str(home), **hub_env,
+        STATE_VARIABLE: str(home / "state"),
         "VAST_API_KEY": "vast-watcher-key", "RUNSPEC_VAST_API": standin.url,
         KEY_VARIABLE: WATCH_KEY,
     }  # fmt: skip

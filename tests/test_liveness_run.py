@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from runspec.clock import parse_utc_iso
+from runspec.store.paths import STATE_VARIABLE
 from tests.fixtures_cpu import CpuCap
 from tests.fixtures_daemon import end_leftovers
 from tests.fixtures_providers import StandIn, VastInstance
@@ -40,8 +41,9 @@ def watchers(env: dict[str, str], repo: str, out: Path) -> Iterator[list[Path]]:
     files = [out / f"watcher-{n}.json" for n in (1, 2)]
     try:
         for n, file in enumerate(files, 1):
-            home = {**env, "HOME": str(out / f"watcher-home-{n}")}
-            Path(home["HOME"]).mkdir(exist_ok=True)
+            own = out / f"watcher-home-{n}"
+            home = {**env, "HOME": str(own), STATE_VARIABLE: str(own / "state")}
+            own.mkdir(exist_ok=True)
             argv = [sys.executable, "-m", "runspec", "watch", "--every", "2s", "--json", repo]
             with file.open("wb") as sink:
                 procs.append(
