@@ -74,6 +74,28 @@ def resume_point(spec: Spec, paths: RunPaths, asked: bool, say: Callable[[str], 
     return Start(checkpoint, epochs)
 
 
+def start_of(
+    spec: Spec,
+    paths: RunPaths,
+    say: Callable[[str], None],
+    resume: bool,
+    asked: bool,
+    task_id: str | None,
+) -> Start | Outcome:
+    """Where this node's ranks start, or the status to exit with before anything is staged
+    (a run ended for good; 75 where the target cannot be read). Raises CannotResume."""
+    try:
+        early, scratch = (None, False)
+        if resume and not asked:
+            early, scratch = follower_verdict(spec, paths, task_id, say)
+        if early is not None:
+            return early
+        return resume_point(spec, paths, asked, say) if resume and not scratch else Start()
+    except PushFailed as exc:
+        say(error(f"cannot read where the run stands: {exc}: exit 75 (a fresh machine)"))
+        return Outcome.RETRY
+
+
 def follow(
     spec: Spec,
     paths: RunPaths,
@@ -85,16 +107,9 @@ def follow(
 ) -> Outcome:
     """`resume`: under an engine, or asked (--resume): where the run stands is read first;
     under an engine the attempt ledger first (`task_id`: the engine's), as node 0 reads it."""
-    try:
-        early, scratch = (None, False)
-        if resume and not asked:
-            early, scratch = follower_verdict(spec, paths, task_id, say)
-        if early is not None:
-            return early
-        begin = resume_point(spec, paths, asked, say) if resume and not scratch else Start()
-    except PushFailed as exc:
-        say(error(f"cannot read where the run stands: {exc}: exit 75 (a fresh machine)"))
-        return Outcome.RETRY
+    begin = start_of(spec, paths, say, resume, asked, task_id)
+    if isinstance(begin, Outcome):
+        return begin
     try:
         data_yaml = stage_dataset(spec, paths, progress=say)
     except RunspecError as exc:
