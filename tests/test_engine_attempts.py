@@ -5,6 +5,7 @@ are in tests/test_engine_lifecycle.py."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -14,12 +15,16 @@ import pytest
 from runspec.clock import ManualClock, utc_iso
 from runspec.engines import onbox
 from runspec.errors import Cause, Outcome
-from runspec.push.remote import ATTEMPTS, MANIFEST
+from runspec.push.hubrecord import record_json
+from runspec.push.manifest import Manifest, ManifestEntry
+from runspec.push.remote import ATTEMPTS, MANIFEST, RECORD
 from runspec.run.attemptgate import NO_PROGRESS_LIMIT, open_attempt
 from runspec.run.attempts import Attempt, DamagedLedger, Ledger
+from runspec.run.follower import Start, start_of
 from runspec.spec.loader import load_spec
 from runspec.spec.model import Spec
-from runspec.store.state import PushRecord, RunRecord, Termination
+from runspec.store.paths import RunPaths
+from runspec.store.state import PushRecord, RunRecord, RunStatus, Termination
 from tests.fixtures_run import SpecWriter
 from tests.hubserver import HubServer
 
@@ -176,6 +181,8 @@ def test_a_failure_at_the_bound_becomes_exit_2_at_its_own_end(
         ({"task_id": "x" * 500}, "task_id is not a short text"),
         ({"attempts": [None] * 51}, "at most 50"),
         ({"extra": 1}, "unknown keys"),
+        ({"attempts": [{"n": 1, "started_at": "2027-01-15T08:00:00+00:00", "verified_epoch": 0,
+                        "engine": "x", "commit": "../main"}]}, "commit is not a commit id"),
     ],
 )  # fmt: skip
 def test_a_ledger_someone_else_wrote_is_refused_in_one_line(
@@ -189,6 +196,19 @@ def test_a_ledger_someone_else_wrote_is_refused_in_one_line(
         [Attempt(1, "2027-01-15T08:00:00+00:00", 0, "dstack")],
     )
     assert Ledger.from_json(good.to_json(), "hub o/r") == good
+    # A ledger written before attempts kept where the target stood is read as it was.
+    old = {
+        **good.to_json(),
+        "attempts": [
+            {
+                "n": 1,
+                "started_at": "2027-01-15T08:00:00+00:00",
+                "verified_epoch": 0,
+                "engine": "dstack",
+            }
+        ],
+    }
+    assert Ledger.from_json(old, "hub o/r") == good
     with pytest.raises(DamagedLedger, match=r"hub o/r: runspec/attempts\.json") as caught:
         Ledger.from_json({**good.to_json(), **change}, "hub o/r")
     assert words in str(caught.value) and "\n" not in str(caught.value)
@@ -223,3 +243,67 @@ def test_a_machine_that_can_never_run_the_spec_is_exit_2(
     assert onbox.engine_outcome(broken, safe) is Outcome.RETRY
     broken.why = why + ".14.1, a CPU-only build)"  # the install is wrong on every machine
     assert onbox.engine_outcome(broken, safe) is Outcome.INVALID
+
+
+def _push_epoch(hub: HubServer, spec: Spec, epoch: int) -> str:
+    """The target as a verified push of `epoch` leaves it: its last.pt, the manifest that
+    lists it and the run's record (tests/test_engine_multinode.py seeds the same files)."""
+    weights = b"the weights of epoch %d" % epoch
+    digest = hashlib.sha256(weights).hexdigest()
+    entry = ManifestEntry("weights/last.pt", len(weights), digest, epoch, "2027-01-15T08:00:00Z")
+    manifest = Manifest(spec.name, epoch, "2027-01-15T08:00:01+00:00", False, (entry,))
+    record = RunRecord(
+        name=spec.name,
+        spec_sha256=spec.sha256,
+        status=RunStatus.FINISHED,
+        termination=Termination.INTERRUPTED,
+        started_at="2027-01-15T07:00:00+00:00",
+    )
+    hub.put_file(REPO, "weights/last.pt", weights, repo_type="model")
+    hub.put_file(REPO, RECORD, json.dumps(record_json(record, manifest)).encode(), "model")
+    return hub.put_file(REPO, MANIFEST, json.dumps(manifest.to_json()).encode(), "model")
+
+
+def _follower(spec: Spec, tmp_path: Path, task: str) -> tuple[Start, list[str]]:
+    """Where node 1's ranks start, read on a fresh machine of its own, as `follow` reads it."""
+    said: list[str] = []
+    paths = RunPaths.for_spec(spec, tmp_path / f"node1-{task}-{len(list(tmp_path.iterdir()))}")
+    begin = start_of(spec, paths, said.append, resume=True, asked=False, task_id=task)
+    assert isinstance(begin, Start), said
+    return begin, said
+
+
+def test_a_follower_of_a_new_task_starts_from_scratch_as_node_0_does(
+    tmp_path: Path, write_spec: SpecWriter, hub_server: HubServer
+) -> None:
+    """Node 0 of task 2 wrote its new ledger first: the follower reads the same task id there,
+    and must not resume task 1's checkpoint beside a node 0 that trains from scratch."""
+    spec = _spec(write_spec, tmp_path)
+    clock = ManualClock()
+    _open(spec, tmp_path, clock, task="task-1")
+    _push_epoch(hub_server, spec, 1)  # task 1 pushed epoch 1, then ended
+    gate, _ = _open(spec, tmp_path, clock, task="task-2")  # node 0 of task 2
+    assert gate.new_run
+    begin, said = _follower(spec, tmp_path, "task-2")
+    assert begin == Start(), said  # from scratch: no checkpoint, the spec's epochs
+    assert not any("resuming" in line for line in said), said
+
+
+def test_a_follower_that_reads_before_node_0s_entry_starts_where_node_0_will(
+    tmp_path: Path, write_spec: SpecWriter, hub_server: HubServer
+) -> None:
+    """Both nodes start together: the newest entry may be the last attempt's, taken without a
+    word (SkyPilot) after it pushed epoch 1. Node 0's gate will resume epoch 1, so must node 1,
+    whether it reads the ledger before node 0's entry or after it."""
+    spec = _spec(write_spec, tmp_path)
+    clock = ManualClock()
+    _open(spec, tmp_path, clock)  # attempt 1, from scratch: its entry stays open
+    _push_epoch(hub_server, spec, 1)
+    before, said = _follower(spec, tmp_path, "task-1")
+    assert before.checkpoint is not None, said
+    assert before.checkpoint.read_bytes() == b"the weights of epoch 1", said
+    gate, _ = _open(spec, tmp_path, clock)  # node 0 of attempt 2
+    assert gate.attempt.verified_epoch == 1
+    after, said = _follower(spec, tmp_path, "task-1")
+    assert after.checkpoint is not None and after.epochs == before.epochs, said
+    assert after.checkpoint.read_bytes() == b"the weights of epoch 1", said

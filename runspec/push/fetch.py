@@ -179,11 +179,14 @@ class _HubChunks:
         self.stream.__exit__(None, None, None)
 
 
-def read_pushed(spec: Spec, paths: RunPaths) -> Pushed:
+def read_pushed(spec: Spec, paths: RunPaths, commit: str | None = None) -> Pushed:
     """The run's record and manifest at its target (None where not there or not readable as
-    such); raises PushFailed when the target cannot be read at all."""
+    such), at `commit` on the Hub where given, else its head; raises PushFailed when the
+    target cannot be read at all."""
     source = Source.of(spec, paths)
-    if not source.pin():
+    if commit is not None and source.hub is not None:
+        source.commit = commit
+    elif not source.pin():
         return Pushed(source.where, None, None, None)
     record: dict[str, Any] | None = None
     manifest: Manifest | None = None

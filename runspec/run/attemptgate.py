@@ -188,7 +188,10 @@ def open_attempt(
         gate.early = early
         return gate
     n = (gate.ledger.attempts[-1].n if gate.ledger.attempts else 0) + 1
-    gate.attempt = Attempt(n, utc_iso(now), verified, engine)
+    held = verified_epoch(pushed)  # followers read it: runspec.run.followstart
+    gate.attempt = Attempt(
+        n, utc_iso(now), verified, engine, target_epoch=held, commit=pushed.commit
+    )
     gate.ledger.attempts.append(gate.attempt)
     if gate._write(f"runspec: attempt {n} started"):
         say(f"attempt {n} of this run under {engine}, recorded at {source.where} ({ATTEMPTS})")
@@ -232,31 +235,3 @@ def _judge(gate: AttemptGate, verified: int, now: float) -> Outcome | None:
         gate._write("runspec: no progress in the last attempts: terminal")
         return Outcome.INVALID
     return None
-
-
-def follower_verdict(
-    spec: Spec, paths: RunPaths, task_id: str | None, say: Say, clock: Clock = SYSTEM
-) -> tuple[Outcome | None, bool]:
-    """What node 0's gate decides, as a follower reads it from the ledger (never written here):
-    (the status to exit with now, or None; whether the run starts from scratch: a new task)."""
-    if spec.push is None:
-        return None, False
-    source = Source.of(spec, paths)
-    try:
-        ledger = read_ledger(source) if source.pin() else None
-    except PushFailed:
-        return None, False  # the follower's own read of the record says what is wrong
-    if ledger is None:
-        return None, False
-    if task_id is not None and ledger.task_id not in (None, task_id):
-        say(f"task {printable(task_id)} is new: a new run, from scratch, as node 0 starts it")
-        return None, True
-    if ledger.terminal is not None:
-        code = ledger.terminal["exit"]
-        why = printable(str(ledger.terminal["reason"]))
-        say(f"run {spec.name!r} ended for good ({why}): exit {code}, as node 0 exits")
-        return (Outcome.OK if code == 0 else Outcome.INVALID), False
-    if clock.time() >= parse_utc_iso(ledger.budget_started_at) + spec.budget.wall_clock:
-        say("the budget is spent: nothing more is trained: exit 0, as node 0 exits")
-        return Outcome.OK, False
-    return None, False

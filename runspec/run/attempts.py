@@ -37,6 +37,7 @@ KEPT = 50  # attempts kept in the file: the bound needs only the last few
 MAX_TEXT = 200
 WRITE_S = 60.0  # one write of the ledger, in all: it comes before anything slow
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
 class DamagedLedger(UsageError):
@@ -52,6 +53,12 @@ class Attempt:
     ended_at: str | None = None
     exit: int | None = None  # the status it exited with, when it lived to write it
     outcome: str | None = None
+    # Where the target stood when the gate read it, so that node 1 and up start where node 0
+    # does (runspec.run.followstart): the newest verified epoch it held, whatever run's (a new
+    # task starts at 0 beside another task's weights), and its commit (None in a folder).
+    # Both None in a ledger written before they were kept.
+    target_epoch: int | None = None
+    commit: str | None = None
 
 
 @dataclass
@@ -117,6 +124,12 @@ def _count(value: Any, key: str, *, optional: bool = False) -> Any:
     return value
 
 
+def _commit(value: Any) -> str | None:
+    if value is not None and (not isinstance(value, str) or not _COMMIT.match(value)):
+        raise ValueError("commit is not a commit id")
+    return value
+
+
 def _object(value: Any, key: str, keys: set[str]) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise TypeError(f"{key} is not an object")
@@ -148,6 +161,8 @@ def _read(data: Any) -> Ledger:
                 ended_at=_time(one.get("ended_at"), "ended_at", optional=True),
                 exit=_count(one.get("exit"), "exit", optional=True),
                 outcome=_text(one.get("outcome"), "outcome", optional=True),
+                target_epoch=_count(one.get("target_epoch"), "target_epoch", optional=True),
+                commit=_commit(one.get("commit")),
             )
         )
     terminal = top.get("terminal")

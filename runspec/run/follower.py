@@ -31,8 +31,8 @@ from runspec.budgetfit import planned_epochs
 from runspec.dataset.staging import stage_dataset
 from runspec.errors import Outcome, RunspecError
 from runspec.push.base import PushFailed
-from runspec.push.fetch import read_pushed
-from runspec.run.attemptgate import follower_verdict
+from runspec.push.fetch import Pushed, read_pushed
+from runspec.run.followstart import Following, follower_verdict
 from runspec.run.recordless import holds_weights
 from runspec.run.resume import fetch_checkpoint, no_checkpoint, remote_record, resuming_line
 from runspec.spec.model import Spec
@@ -53,13 +53,20 @@ class Start:
     epochs: int | None = None  # None: the spec's
 
 
-def resume_point(spec: Spec, paths: RunPaths, asked: bool, say: Callable[[str], None]) -> Start:
+def resume_point(
+    spec: Spec,
+    paths: RunPaths,
+    asked: bool,
+    say: Callable[[str], None],
+    at: Pushed | None = None,
+) -> Start:
     """An earlier attempt's start, read from the push target as node 0 reads it (`asked`: a
-    --resume, which must find one). Raises CannotResume (a task marked terminal, another run's
-    target: exit 2) and PushFailed (a target that cannot be read)."""
+    --resume, which must find one; `at`: the target as node 0's attempt read it, else its
+    head). Raises CannotResume (a task marked terminal, another run's target: exit 2) and
+    PushFailed (a target that cannot be read)."""
     if spec.push is None:
         return Start()
-    pushed = read_pushed(spec, paths)
+    pushed = at or read_pushed(spec, paths)
     if pushed.record is None and not asked and not holds_weights(spec, pushed):
         return Start()  # the first attempt (a target with the run's weights resumes, as node 0)
     remote = remote_record(spec, pushed, paths.state)
@@ -85,12 +92,14 @@ def start_of(
     """Where this node's ranks start, or the status to exit with before anything is staged
     (a run ended for good; 75 where the target cannot be read). Raises CannotResume."""
     try:
-        early, scratch = (None, False)
+        node_0 = Following()
         if resume and not asked:
-            early, scratch = follower_verdict(spec, paths, task_id, say)
-        if early is not None:
-            return early
-        return resume_point(spec, paths, asked, say) if resume and not scratch else Start()
+            node_0 = follower_verdict(spec, paths, task_id, say)
+        if node_0.early is not None:
+            return node_0.early
+        if not resume or node_0.scratch:
+            return Start()
+        return resume_point(spec, paths, asked, say, node_0.at)
     except PushFailed as exc:
         say(error(f"cannot read where the run stands: {exc}: exit 75 (a fresh machine)"))
         return Outcome.RETRY
