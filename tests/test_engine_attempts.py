@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from runspec.errors import Cause, Outcome
 from runspec.push.hubrecord import record_json
 from runspec.push.manifest import Manifest, ManifestEntry
 from runspec.push.remote import ATTEMPTS, MANIFEST, RECORD
-from runspec.run.attemptgate import NO_PROGRESS_LIMIT, open_attempt
+from runspec.run.attemptgate import CLOSE_SIGNALLED_S, NO_PROGRESS_LIMIT, open_attempt
 from runspec.run.attempts import Attempt, DamagedLedger, Ledger
 from runspec.run.follower import Start, start_of
 from runspec.spec.loader import load_spec
@@ -307,3 +308,26 @@ def test_a_follower_that_reads_before_node_0s_entry_starts_where_node_0_will(
     after, said = _follower(spec, tmp_path, "task-1")
     assert after.checkpoint is not None and after.epochs == before.epochs, said
     assert after.checkpoint.read_bytes() == b"the weights of epoch 1", said
+
+
+def test_the_end_written_after_a_stop_signal_gives_up_within_its_cap(
+    tmp_path: Path, write_spec: SpecWriter, hub_server: HubServer
+) -> None:
+    """The engine's SIGKILL comes 10 s after its signal (dstack): a Hub that hangs the end's
+    commit must not hold the exit past CLOSE_SIGNALLED_S. The hang (HANG_S, 60 s) is far
+    longer than the join: without the cap the join ends first and the test fails."""
+    spec = _spec(write_spec, tmp_path)
+    gate, said = _open(spec, tmp_path, ManualClock())
+    before = _on_hub(hub_server)
+    hub_server.fail("commit", mode="hang")
+    out: list[Outcome] = []
+    closing = threading.Thread(
+        target=lambda: out.append(gate.close(_record(None), Outcome.RETRY, signalled=True)),
+        daemon=True,
+    )
+    closing.start()
+    closing.join(CLOSE_SIGNALLED_S + 15)
+    assert not closing.is_alive(), "the end's write held the exit past its cap"
+    assert out == [Outcome.RETRY]  # 75: a fresh machine, as the engine was told
+    assert any(f"cannot write {ATTEMPTS}" in line for line in said), said
+    assert _on_hub(hub_server) == before  # the end is not there: the next gate judges it
