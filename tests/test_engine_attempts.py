@@ -18,7 +18,8 @@ from runspec.engines import onbox
 from runspec.errors import Cause, Outcome
 from runspec.push.hubrecord import record_json
 from runspec.push.manifest import Manifest, ManifestEntry
-from runspec.push.remote import ATTEMPTS, MANIFEST, RECORD
+from runspec.push.owner_check import earlier_run
+from runspec.push.remote import ATTEMPTS, GATED_TASK, MANIFEST, RECORD
 from runspec.run.attemptgate import CLOSE_SIGNALLED_S, NO_PROGRESS_LIMIT, open_attempt
 from runspec.run.attempts import Attempt, DamagedLedger, Ledger
 from runspec.run.follower import Start, start_of
@@ -331,3 +332,26 @@ def test_the_end_written_after_a_stop_signal_gives_up_within_its_cap(
     assert out == [Outcome.RETRY]  # 75: a fresh machine, as the engine was told
     assert any(f"cannot write {ATTEMPTS}" in line for line in said), said
     assert _on_hub(hub_server) == before  # the end is not there: the next gate judges it
+
+
+def test_the_earlier_run_refusal_stands_aside_only_for_the_run_the_ledger_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A new task of an engine's run writes over the older task's files (its gate admitted it
+    and named it in the ledger); a ledger of another run, another spec or another task, or a
+    run outside an engine (no gate), leaves the refusal standing."""
+    ledger = {"run": "r", "spec_sha256": SHA, "task_id": "task-2", "schema": 1}
+    files = {RECORD: json.dumps({"name": "r", "started_at": "2027-01-01T00:00:00Z"}).encode()}
+    ours = {"name": "r", "spec_sha256": SHA, "started_at": "2027-01-15T08:00:00Z"}
+
+    def refused(**change: Any) -> bool:
+        files[ATTEMPTS] = json.dumps({**ledger, **change}).encode()
+        return earlier_run("model repo o/r", "r", ours, files.get) is not None
+
+    monkeypatch.delenv(GATED_TASK, raising=False)
+    assert refused()  # no gate admitted this process's run
+    monkeypatch.setenv(GATED_TASK, "task-2")
+    assert not refused()
+    assert refused(run="another") and refused(task_id="task-1") and refused(spec_sha256="b" * 64)
+    files[ATTEMPTS] = b"not a ledger"
+    assert earlier_run("model repo o/r", "r", ours, files.get) is not None

@@ -158,6 +158,10 @@ def test_a_new_run_under_a_freed_name_never_writes_over_the_earlier_runs_weights
     earlier = {"name": "run1", "spec_sha256": "0" * 64, "started_at": "2026-01-02T03:04:05Z"}
     hub_server.put_file("me/run1", "runspec/record.json", json.dumps(earlier).encode(), "model")
     hub_server.put_file("me/run1", "weights/best.pt", b"the earlier run's weights", "model")
+    # An engine's attempt ledger there names another run: it does not make this one the run
+    # the target holds (runspec.push.owner_check.earlier_run).
+    stray = {"run": "another", "spec_sha256": "1" * 64, "task_id": "t-9", "schema": 1}
+    hub_server.put_file("me/run1", "runspec/attempts.json", json.dumps(stray).encode(), "model")
     run = make_run()
     run.record.started_at = "2026-03-04T05:06:07Z"  # the new run under the same name
     run.store.save(run.record)

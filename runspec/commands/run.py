@@ -205,6 +205,7 @@ def _attempt_gate(
     target, read and written before the preflight (runspec.run.attemptgate)."""
     if engine is None or args.resume:
         return None
+    from runspec.push.remote import GATED_TASK
     from runspec.run.attemptgate import open_attempt
     from runspec.voice import tagged
 
@@ -214,7 +215,10 @@ def _attempt_gate(
         for line in tagged(spec.name, text):
             print(line, file=stream, flush=True)
 
-    return open_attempt(spec, state, engine.title, engine.task_id, say)
+    gate = open_attempt(spec, state, engine.title, engine.task_id, say)
+    if gate is not None and gate.attempt is not None:  # admitted: the ledger names this run
+        os.environ[GATED_TASK] = engine.task_id or ""
+    return gate
 
 
 def engine_watch(

@@ -10,6 +10,7 @@ target unless the spec says `push.hub.reuse: true`.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -64,6 +65,27 @@ def _record(read: Reader) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def _ledger_names(read: Reader, name: str, ours: dict[str, Any]) -> bool:
+    """Whether the target's attempt ledger names this run as this attempt's gate admitted it
+    (runspec.run.attemptgate, which decides a task's identity: it sets GATED_TASK): its name,
+    its spec and the engine's task id. A stray ledger, or one of another run, names nothing,
+    and no ledger stands for a run outside an engine."""
+    gated = os.environ.get(remote.GATED_TASK)
+    data = read(remote.ATTEMPTS) if gated is not None else None
+    if not data or len(data) > MAX_BYTES:
+        return False
+    try:
+        ledger = json.loads(data)
+    except ValueError:
+        return False
+    if not isinstance(ledger, dict) or ledger.get("run") != name:
+        return False
+    sha = ours.get("spec_sha256")
+    return (sha is None or ledger.get("spec_sha256") == sha) and (
+        ledger.get("task_id") or ""
+    ) == gated
+
+
 def earlier_run(where: str, name: str, ours: dict[str, Any] | None, read: Reader) -> str | None:
     """Why the run `name`, whose record is `ours` (None: not accepted yet), may not push to
     `where`: the target's record is of an earlier run of the same name (`runspec rm` freed
@@ -76,8 +98,8 @@ def earlier_run(where: str, name: str, ours: dict[str, Any] | None, read: Reader
     theirs = _record(read)
     if theirs is None or theirs.get("name") != name:
         return None  # no record, or another name's (held_elsewhere says that)
-    if read(remote.ATTEMPTS):
-        return None  # an engine's attempt ledger says which run it holds (run.attemptgate)
+    if _ledger_names(read, name, ours):
+        return None  # this run: an engine's new task or attempt, admitted by its gate
     started = theirs.get("started_at")
     if started == ours.get("started_at"):
         return None  # this run: its first push landed and was not yet recorded here

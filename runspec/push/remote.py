@@ -15,3 +15,6 @@ RECEIPT = "runspec/receipt.json"  # the commit after the final push: the run's r
 END = "runspec/end.json"  # the machine's end, confirmed after the receipt (push.endconfirm)
 CLAIMS = "runspec/claims"  # a followed spec blob that ran: one file each (daemon.followclaim)
 ATTEMPTS = "runspec/attempts.json"  # under an engine: the run's attempts (runspec.run.attempts)
+# Set by `runspec run` once the attempt gate admitted this attempt, to the engine's task id
+# ("" where it gives none): the run whose ledger the target holds (push.owner_check).
+GATED_TASK = "RUNSPEC_GATED_TASK"
