@@ -45,6 +45,14 @@ class HostileFile(HubReadError):
     """The Hub answered with something runspec does not read: too big, too slow, not JSON."""
 
 
+class TooBig(HostileFile):
+    """A file over the reader's cap: not one runspec wrote, however the Hub serves it."""
+
+
+class HubRefused(HubReadError):
+    """The Hub refused the token (HTTP 401 or 403): reading again does not change that."""
+
+
 def _get(url: str, max_bytes: int, total_s: float, out: dict[str, Any]) -> None:
     from huggingface_hub.utils import build_hf_headers, get_session
 
@@ -61,7 +69,7 @@ def _get(url: str, max_bytes: int, total_s: float, out: dict[str, Any]) -> None:
             for chunk in resp.iter_raw():
                 data += chunk
                 if len(data) > max_bytes:
-                    out["error"] = HostileFile(f"over {max_bytes} bytes")
+                    out["error"] = TooBig(f"over {max_bytes} bytes")
                     return
                 if time.monotonic() - started > total_s:
                     out["error"] = HostileFile(f"not served within {total_s:g}s")
@@ -87,6 +95,8 @@ def fetch(url: str, *, max_bytes: int = MAX_BYTES, total_s: float = TOTAL_S) -> 
     status = out.get("status")
     if status == 404:
         return None
+    if status in (401, 403):
+        raise HubRefused(f"HTTP {status}")
     if status != 200:
         raise HubReadError(f"HTTP {status}")
     data: bytes = out["data"]
@@ -181,9 +191,9 @@ def head(repo: str, *, total_s: float = TOTAL_S) -> str | None:
     try:
         data = fetch(f"{base}/api/models/{repo}/revision/main", total_s=total_s)
     except HostileFile as exc:
-        raise HostileFile(f"{repo}'s head: {exc}") from exc
+        raise type(exc)(f"{repo}'s head: {exc}") from exc
     except HubReadError as exc:
-        raise HubReadError(f"cannot read {repo} on the Hub: {exc}") from exc
+        raise type(exc)(f"cannot read {repo} on the Hub: {exc}") from exc
     if data is None:
         return None
     info = strict_json(data)

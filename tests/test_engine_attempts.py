@@ -15,13 +15,13 @@ import pytest
 
 from runspec.clock import ManualClock, utc_iso
 from runspec.engines import onbox
-from runspec.errors import Cause, Outcome
+from runspec.errors import Cause, Outcome, UsageError
 from runspec.push.hubrecord import record_json
 from runspec.push.manifest import Manifest, ManifestEntry
 from runspec.push.owner_check import earlier_run
 from runspec.push.remote import ATTEMPTS, GATED_TASK, MANIFEST, RECORD
 from runspec.run.attemptgate import CLOSE_SIGNALLED_S, NO_PROGRESS_LIMIT, open_attempt
-from runspec.run.attempts import Attempt, DamagedLedger, Ledger
+from runspec.run.attempts import WRITE_S, Attempt, DamagedLedger, Ledger
 from runspec.run.follower import Start, start_of
 from runspec.spec.loader import load_spec
 from runspec.spec.model import Spec
@@ -355,3 +355,67 @@ def test_the_earlier_run_refusal_stands_aside_only_for_the_run_the_ledger_names(
     assert refused(run="another") and refused(task_id="task-1") and refused(spec_sha256="b" * 64)
     files[ATTEMPTS] = b"not a ledger"
     assert earlier_run("model repo o/r", "r", ours, files.get) is not None
+
+
+@pytest.mark.parametrize("size", [100_000, 2 << 20])
+def test_a_ledger_too_big_to_be_runspecs_is_refused_in_one_line(
+    tmp_path: Path, write_spec: SpecWriter, hub_server: HubServer, size: int
+) -> None:
+    """runspec's ledger keeps 50 attempts, a few kilobytes: a bigger file (a valid one padded,
+    or megabytes of anything) is not its, and the attempt must not go on uncounted."""
+    spec = _spec(write_spec, tmp_path)
+    good = Ledger("ledger", SHA, None, "2027-01-15T08:00:00+00:00")
+    body = json.dumps(good.to_json()).encode()
+    body += b" " * (size - len(body))
+    hub_server.put_file(REPO, ATTEMPTS, body, repo_type="model")
+    said: list[str] = []
+    with pytest.raises(DamagedLedger, match=r"hub tester/ledger: runspec/attempts\.json") as got:
+        open_attempt(spec, tmp_path / "s", "dstack", None, said.append, ManualClock())
+    assert "over 65536 bytes" in str(got.value) and "\n" not in str(got.value)
+    assert hub_server.read_file(REPO, ATTEMPTS) == body  # nothing written over it
+
+
+def test_a_target_unreadable_for_a_moment_is_read_again_and_the_attempt_counted(
+    tmp_path: Path, write_spec: SpecWriter, hub_server: HubServer
+) -> None:
+    spec = _spec(write_spec, tmp_path)
+    clock = ManualClock()
+    _open(spec, tmp_path, clock)
+    hub_server.fail("repo_info", "500", times=2)  # the head's read, twice
+    gate, said = _open(spec, tmp_path, clock)
+    assert gate.early is None and gate.attempt.n == 2, said
+    assert [a["n"] for a in _on_hub(hub_server)["attempts"]] == [1, 2]
+
+
+def test_a_target_that_stays_unreadable_asks_for_a_fresh_machine_before_anything_slow(
+    tmp_path: Path, write_spec: SpecWriter, hub_server: HubServer
+) -> None:
+    """Where the run stands is unknown: training it from scratch with a new budget could
+    write over its verified weights once the Hub answers again. Exit 75 within the write's
+    time, having tried again meanwhile."""
+    spec = _spec(write_spec, tmp_path)
+    clock = ManualClock()
+    _open(spec, tmp_path, clock)
+    before = _on_hub(hub_server)
+    hub_server.down()
+    started = clock.monotonic()
+    gate, said = _open(spec, tmp_path, clock)
+    hub_server.up()
+    assert gate.early is Outcome.RETRY and gate.attempt is None, said
+    assert clock.monotonic() - started <= WRITE_S  # the clock the gate slept on
+    assert any("trying again" in line for line in said), said
+    assert any("exit 75" in line and "nothing is trained" in line for line in said), said
+    assert _on_hub(hub_server) == before
+
+
+def test_a_token_the_hub_refuses_at_the_gate_is_exit_2_not_an_endless_75(
+    tmp_path: Path, write_spec: SpecWriter, hub_server: HubServer
+) -> None:
+    """SkyPilot recovers 75 without counting it: a token that may not read the target would
+    ask for machines for ever. A 401 is said once, with its fix."""
+    spec = _spec(write_spec, tmp_path)
+    hub_server.fail("repo_info", "echo", status=401, times=50)
+    with pytest.raises(UsageError, match="HTTP 401") as got:
+        open_attempt(spec, tmp_path / "s", "SkyPilot", "t", print, ManualClock())
+    assert "token" in str(got.value) and "\n" not in str(got.value)
+    assert hub_server.token not in str(got.value)

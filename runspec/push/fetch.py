@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from runspec.hubreach import endpoint_set
-from runspec.hubread import HostileFile, HubReadError, fetch, strict_json
+from runspec.hubread import HostileFile, HubReadError, HubRefused, TooBig, fetch, strict_json
 from runspec.hubread import head as hub_head
 from runspec.push.base import PushFailed, one_line
 from runspec.push.dirtarget import DirTarget
@@ -65,7 +65,8 @@ class Source:
         try:  # within the one capped reader's total time (`repo_info` has none)
             sha = hub_head(self.hub)
         except HubReadError as exc:  # the network's, the Hub's, or a hostile answer
-            raise PushFailed(f"cannot read {self.where}: {exc}") from exc
+            refused = isinstance(exc, HubRefused)  # the token's: again would not change it
+            raise PushFailed(f"cannot read {self.where}: {exc}", permanent=refused) from exc
         if sha is None:
             return False
         self.commit = sha
@@ -77,30 +78,37 @@ class Source:
             return _FileChunks(self.folder, relpath)
         return _HubChunks(self.hub or "", relpath, self.commit)
 
-    def small(self, relpath: str) -> bytes | None:
+    def small(self, relpath: str, max_bytes: int = MAX_BYTES) -> bytes | None:
+        """The file's bytes (None: not there). Raises TooBig over `max_bytes` (not a file
+        runspec wrote) and PushFailed."""
         if self.hub is not None:  # the one capped reader of Hub files: a total time, a cap
-            return self._small_at_hub(relpath)
+            return self._small_at_hub(relpath, max_bytes)
         data = bytearray()
         try:
             with self.open(relpath) as chunks:
                 for chunk in chunks:
                     data += chunk
-                    if len(data) > MAX_BYTES:
-                        raise PushFailed(f"{relpath} at {self.where} is too big to be runspec's")
+                    if len(data) > max_bytes:
+                        raise TooBig(f"{relpath} at {self.where} is over {max_bytes} bytes")
         except FileNotFoundError:
             return None
         return bytes(data)
 
-    def _small_at_hub(self, relpath: str) -> bytes | None:
+    def _small_at_hub(self, relpath: str, max_bytes: int) -> bytes | None:
         from huggingface_hub import hf_hub_url
 
         url = hf_hub_url(self.hub or "", relpath, revision=self.commit, endpoint=endpoint_set())
         try:
-            return fetch(url, max_bytes=MAX_BYTES)
+            return fetch(url, max_bytes=max_bytes)
+        except TooBig as exc:
+            raise TooBig(f"{relpath} at {self.where} is {exc}") from exc
         except HostileFile as exc:
             raise PushFailed(f"{relpath} at {self.where} is not runspec's: {exc}") from exc
         except HubReadError as exc:
-            raise PushFailed(f"cannot read {relpath} at {self.where}: {exc}") from exc
+            refused = isinstance(exc, HubRefused)
+            raise PushFailed(
+                f"cannot read {relpath} at {self.where}: {exc}", permanent=refused
+            ) from exc
 
     def download(self, entry: ManifestEntry, dest: Path) -> None:
         """The file to `dest`, only once its size and sha256 are the manifest's."""
@@ -196,8 +204,9 @@ def read_pushed(spec: Spec, paths: RunPaths, commit: str | None = None) -> Pushe
         record = loaded if isinstance(loaded, dict) else None
         raw = source.small(MANIFEST)
         manifest = Manifest.from_json(strict_json(raw)) if raw else None
-    except (HostileFile, ValueError, KeyError, TypeError) as exc:
-        raise PushFailed(f"{source.where} holds a damaged runspec record: {one_line(exc)}") from exc
+    except (HostileFile, ValueError, KeyError, TypeError) as exc:  # reading it again is the same
+        damaged = f"{source.where} holds a damaged runspec record: {one_line(exc)}"
+        raise PushFailed(damaged, permanent=True) from exc
     except OSError as exc:
         raise PushFailed(f"cannot read {source.where}: {one_line(exc)}") from exc
     return Pushed(source.where, source.commit, record, manifest)

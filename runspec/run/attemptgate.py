@@ -29,7 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from runspec.clock import SYSTEM, Clock, human_duration, parse_utc_iso, utc_iso
-from runspec.errors import EXIT_CODES, Outcome
+from runspec.errors import EXIT_CODES, Outcome, UsageError
+from runspec.hubread import HubRefused
 from runspec.printable import printable
 from runspec.push.base import PushFailed, one_line
 from runspec.push.fetch import Pushed, Source, read_pushed
@@ -44,6 +45,7 @@ from runspec.store.state import RecordStore, Reopen, RunRecord, RunStatus, move
 from runspec.voice import error, warning
 
 NO_PROGRESS_LIMIT = 3  # attempts in a row with no new verified epoch before the run ends
+READ_PAUSE_S = 5.0  # between reads of a target that failed, within WRITE_S
 CLOSE_SIGNALLED_S = 2.0  # the end's write after a stop signal, inside the engine's grace
 Say = Callable[[str], None]
 
@@ -158,18 +160,18 @@ def bound_line(count: int) -> str:
 def open_attempt(
     spec: Spec, state: Path, engine: str, task_id: str | None, say: Say, clock: Clock = SYSTEM
 ) -> AttemptGate | None:
-    """The gate for this attempt, or None where there is no ledger to keep (no push target,
-    or a target that cannot be read now: the run goes on as it would without one)."""
+    """The gate for this attempt, or None where there is no ledger to keep (no push target).
+    A target that cannot be read within WRITE_S sets `early` to 75: where the run stands is
+    unknown, and training it from scratch with a new budget could write over its weights.
+    Raises DamagedLedger, and UsageError where the Hub refuses the token or the target's
+    record is damaged (reading again would not change it: exit 2, not an endless 75)."""
     if spec.push is None:
         return None
     source = Source.of(spec, RunPaths.decide(spec, state.absolute()))
     try:
-        pushed = read_pushed(spec, RunPaths.decide(spec, state.absolute()))
-        source.commit = pushed.commit
-        ledger = read_ledger(source) if pushed.commit is not None or source.folder else None
+        pushed, ledger = _read_target(spec, state, source, say, clock)
     except PushFailed as exc:
-        say(warning(f"{ATTEMPTS} unread ({one_line(exc)}): this attempt is not counted"))
-        return None
+        return _unread(spec, source, task_id, exc, say, clock)
     now = clock.time()
     gate = AttemptGate(spec, source, _new_ledger(spec, task_id, pushed, now), None, say)
     gate.clock, gate.pushed = clock, pushed
@@ -196,6 +198,48 @@ def open_attempt(
     if gate._write(f"runspec: attempt {n} started"):
         say(f"attempt {n} of this run under {engine}, recorded at {source.where} ({ATTEMPTS})")
     return gate
+
+
+def _read_target(
+    spec: Spec, state: Path, source: Source, say: Say, clock: Clock
+) -> tuple[Pushed, Ledger | None]:
+    """The target's record and manifest, and its ledger at the same commit, read again for
+    WRITE_S at most while the Hub fails. Raises PushFailed."""
+    until = clock.monotonic() + WRITE_S
+    while True:
+        try:
+            pushed = read_pushed(spec, RunPaths.decide(spec, state.absolute()))
+            source.commit = pushed.commit
+            ledger = read_ledger(source) if pushed.commit is not None or source.folder else None
+        except PushFailed as exc:
+            if exc.permanent or clock.monotonic() + READ_PAUSE_S > until:
+                raise
+            say(warning(f"{ATTEMPTS} unread ({one_line(exc)}): trying again"))
+            clock.sleep(READ_PAUSE_S)
+            continue
+        return pushed, ledger
+
+
+def _unread(
+    spec: Spec, source: Source, task_id: str | None, exc: PushFailed, say: Say, clock: Clock
+) -> AttemptGate:
+    """A target the gate could not read: exit 2 where reading again would not change it,
+    else 75 before anything slow."""
+    if exc.permanent:
+        fix = (
+            "give the job a Hub token that may read it (the engine's HF_TOKEN secret)"
+            if isinstance(exc.__cause__, HubRefused)
+            else "delete the damaged file there to start the run over"
+        )
+        raise UsageError(f"{one_line(exc)}: where the run stands cannot be read; {fix}")
+    say(
+        error(
+            f"cannot read {source.where} within {WRITE_S:.0f} s ({one_line(exc)}): where the "
+            "run stands is unknown, so nothing is trained: exit 75 (a fresh machine)"
+        )
+    )
+    ledger = Ledger(spec.name, spec.sha256, task_id, utc_iso(clock.time()))
+    return AttemptGate(spec, source, ledger, None, say, early=Outcome.RETRY, clock=clock)
 
 
 def _new_ledger(spec: Spec, task_id: str | None, pushed: Pushed, now: float) -> Ledger:

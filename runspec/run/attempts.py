@@ -23,7 +23,7 @@ from typing import Any
 from runspec.clock import parse_utc_iso
 from runspec.errors import UsageError
 from runspec.hubreach import endpoint_set
-from runspec.hubread import HostileFile, strict_json, within
+from runspec.hubread import MAX_BYTES, HostileFile, TooBig, strict_json, within
 from runspec.printable import printable
 from runspec.push.base import PushFailed, one_line
 from runspec.push.fetch import Source
@@ -38,6 +38,7 @@ MAX_TEXT = 200
 WRITE_S = 60.0  # one write of the ledger, in all: it comes before anything slow
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
+DELETE_FIX = "delete it there to let the engine start this run over"
 
 
 class DamagedLedger(UsageError):
@@ -97,7 +98,7 @@ class Ledger:
         except (TypeError, ValueError, KeyError) as exc:
             raise DamagedLedger(
                 f"{where}: {ATTEMPTS} is not a runspec attempt ledger ({printable(str(exc))}); "
-                "delete it there to let the engine start this run over"
+                f"{DELETE_FIX}"
             ) from exc
 
 
@@ -185,11 +186,15 @@ def _read(data: Any) -> Ledger:
 def read_ledger(source: Source) -> Ledger | None:
     """The ledger at `source` (pinned by the caller); None where there is none. Raises
     PushFailed (the target cannot be read) or DamagedLedger."""
+    fix = DELETE_FIX
     try:
-        raw = source.small(ATTEMPTS)
+        raw = source.small(ATTEMPTS, max_bytes=MAX_BYTES)
         data = strict_json(raw) if raw else None
+    except TooBig as exc:  # what runspec writes is a few kilobytes
+        too_big = f"{source.where}: {ATTEMPTS} is over {MAX_BYTES} bytes, not a runspec ledger"
+        raise DamagedLedger(f"{too_big}; {fix}") from exc
     except HostileFile as exc:
-        raise DamagedLedger(f"{source.where}: {ATTEMPTS}: {exc}") from exc
+        raise DamagedLedger(f"{source.where}: {ATTEMPTS}: {exc}; {fix}") from exc
     except OSError as exc:
         raise PushFailed(f"cannot read {source.where}: {one_line(exc)}") from exc
     return None if data is None else Ledger.from_json(data, source.where)
