@@ -123,7 +123,11 @@ def test_dstack_task_passes_dstack_and_covers_budget_and_final_push(tmp_path: Pa
     assert task["stop_duration"] == "30m"
     assert task["idle_duration"] == "0s"
     assert task["stop_criteria"] == "master-done"
-    assert task["retry"]["on_events"] == ["interruption", "no-capacity"]
+    # Never `error`: every non-zero exit is `error` to dstack, and its `duration` counts from
+    # the last error (dstackai/dstack src/dstack/_internal/server/background/pipeline_tasks/
+    # runs/active.py, _should_retry_job; core/models/profiles.py, ProfileRetry.duration), so a
+    # failure that recurs (a failed install, exit 2) would buy machines without end.
+    assert task["retry"] == {"on_events": ["interruption", "no-capacity"], "duration": "375m"}
     assert task["env"]["HF_TOKEN"] == "${{ secrets.hf_token }}"
     assert task["commands"][-1] == "exec runspec run runspec-spec.yaml --engine dstack"
     _carried(task["env"]["RUNSPEC_SPEC_YAML"])

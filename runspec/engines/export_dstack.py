@@ -7,9 +7,21 @@ overrun, so the final push in the overrun is never cut. Containers get 64 MiB of
 unless `resources.shm_size` asks for more (core/models/resources.py, ResourcesSpec): PyTorch's
 DataLoader workers and NCCL's SHM transport fail there, so the task asks for 2 GB a GPU.
 The carried spec's every `$` is doubled (`escaped`): dstack's server un-doubles them, and the
-job gets the file byte for byte. dstack's `retry` cannot tell exit codes apart, so it retries
-only what the machine did (`interruption`, `no-capacity`), never the run's own errors; and never
-past the budget, which a fresh machine could not use.
+job gets the file byte for byte.
+
+`retry` names `interruption` and `no-capacity` only, never `error`. Every non-zero exit is
+`error` to dstack (the runner's exit status becomes CONTAINER_EXITED_WITH_ERROR,
+server/background/pipeline_tasks/jobs_running.py; JobTerminationReason.to_retry_event,
+core/models/runs.py), 75 and 2 alike, and for `interruption` and `error` the retry `duration`
+counts from the last such event, not from the run's start (ProfileRetry.duration,
+core/models/profiles.py; _should_retry_job, server/background/pipeline_tasks/runs/active.py:
+now - the last provisioned submission's last_processed_at). So a failure that comes back
+within `duration` of the one before is retried without end, whatever `duration` says: the
+attempt ledger would end each retry at its gate, but only after a paid machine and install, and
+an exit before the gate (a failed install, a damaged ledger, a token the Hub refuses) would
+never be bounded at all. A 75 (the machine's fault) ends the dstack run; `dstack apply` again
+starts a new task. After a preemption the retry waits for a machine for the budget's length
+at most; an attempt that gets one past the budget exits 0 at its gate.
 """
 
 from __future__ import annotations
