@@ -259,7 +259,7 @@ def _push_epoch(hub: HubServer, spec: Spec, epoch: int) -> str:
         spec_sha256=spec.sha256,
         status=RunStatus.FINISHED,
         termination=Termination.INTERRUPTED,
-        started_at="2027-01-15T07:00:00+00:00",
+        started_at="2027-01-15T08:00:00+00:00",  # its ledger's budget start (ManualClock's)
     )
     hub.put_file(REPO, "weights/last.pt", weights, repo_type="model")
     hub.put_file(REPO, RECORD, json.dumps(record_json(record, manifest)).encode(), "model")
@@ -419,3 +419,29 @@ def test_a_token_the_hub_refuses_at_the_gate_is_exit_2_not_an_endless_75(
         open_attempt(spec, tmp_path / "s", "SkyPilot", "t", print, ManualClock())
     assert "token" in str(got.value) and "\n" not in str(got.value)
     assert hub_server.token not in str(got.value)
+
+
+def test_a_new_tasks_second_attempt_starts_from_scratch_not_from_the_older_runs_weights(
+    tmp_path: Path, write_spec: SpecWriter, hub_server: HubServer
+) -> None:
+    """Task 2's first attempt was taken before it pushed anything: the target still holds
+    task 1's record and checkpoint, which are not task 2's progress. Its next attempt goes on
+    from scratch with task 2's budget left, as its followers do."""
+    spec = _spec(write_spec, tmp_path)
+    clock = ManualClock()
+    _open(spec, tmp_path, clock, task="task-1")
+    _push_epoch(hub_server, spec, 1)
+    clock.advance(3600 * 5)
+    _open(spec, tmp_path, clock, task="task-2")  # taken without a word
+    clock.advance(600)
+    gate, said = _open(spec, tmp_path, clock, task="task-2")
+    assert gate.attempt.n == 2 and gate.attempt.verified_epoch == 0, said
+    state = tmp_path / "node0-again"
+    resumed = gate.resume(state, "SkyPilot")
+    assert resumed is not None and resumed.checkpoint is None, resumed
+    assert (
+        "from scratch" in resumed.source
+        and "attempt 2: the budget left is 20m" in resumed.budget_line
+    )
+    begin, said = _follower(spec, tmp_path, "task-2")
+    assert begin == Start(), said

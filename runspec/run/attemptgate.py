@@ -67,6 +67,9 @@ class AttemptGate:
     attempt: Attempt | None
     say: Say
     new_run: bool = False
+    # The target's record and weights are an older run's (a new task taken before its first
+    # push): this run goes on from scratch with its own budget left, as its followers do.
+    older_run_held: bool = False
     early: Outcome | None = None
     pushed: Pushed | None = None  # the target as read before this attempt's own commit
     clock: Clock = SYSTEM
@@ -81,12 +84,15 @@ class AttemptGate:
         if self.new_run:
             return None  # another task's records at the target are not this run's
         store = RecordStore(state.absolute(), self.clock)
+        done: Resumed | None = None
         try:
-            done = resume_under_engine(self.spec, state, engine, self.pushed)
+            if not self.older_run_held:
+                done = resume_under_engine(self.spec, state, engine, self.pushed)
         except NothingToResume:
             done = None  # nothing verified was pushed: from scratch, with the budget left
         else:
-            if done is None and (self.attempt is None or self.attempt.n == 1):
+            first = self.attempt is None or self.attempt.n == 1
+            if done is None and first and not self.older_run_held:
                 return None  # the first attempt: the lifecycle starts its budget
         if done is not None:
             line = self._hold_budget(done.record, store, fresh=False)
@@ -184,7 +190,8 @@ def open_attempt(
     elif ledger is not None:
         gate.ledger = ledger
     # A new run counts its own epochs: the older run's weights there are not its progress.
-    verified = 0 if gate.new_run else verified_epoch(pushed)
+    gate.older_run_held = not gate.new_run and _older_than(pushed, gate.ledger)
+    verified = 0 if gate.new_run or gate.older_run_held else verified_epoch(pushed)
     early = _judge(gate, verified, now)
     if early is not None:
         gate.early = early
@@ -240,6 +247,19 @@ def _unread(
     )
     ledger = Ledger(spec.name, spec.sha256, task_id, utc_iso(clock.time()))
     return AttemptGate(spec, source, ledger, None, say, early=Outcome.RETRY, clock=clock)
+
+
+def _older_than(pushed: Pushed, ledger: Ledger) -> bool:
+    """Whether the target's record is of a run whose budget started before this ledger's: an
+    older task's, which the ledger's first attempt started beside (a first ledger over a run
+    from before ledgers takes that run's budget start, so it is never older)."""
+    held = (pushed.record or {}).get("budget_started_at")
+    try:
+        return isinstance(held, str) and parse_utc_iso(held) < parse_utc_iso(
+            ledger.budget_started_at
+        )
+    except ValueError:
+        return False
 
 
 def _new_ledger(spec: Spec, task_id: str | None, pushed: Pushed, now: float) -> Ledger:
