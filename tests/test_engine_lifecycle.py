@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -177,6 +178,7 @@ def test_an_hf_jobs_retry_resumes_the_verified_checkpoint_and_a_new_launch_is_a_
     assert [a["verified_epoch"] for a in ledger["attempts"]] == [0, pushed]
 
     # Launched again: a new task id, a new run with a new budget, from scratch.
+    held = _json(hub_server, repo, MANIFEST)["epoch"]
     time.sleep(1.0)  # budget starts are kept to the second
     third = Machine(
         tmp_path, spec, {**job, "RUNSPEC_TASK_ID": "hf-fedcba9876543210"}, "--engine", "hf-jobs"
@@ -188,5 +190,9 @@ def test_an_hf_jobs_retry_resumes_the_verified_checkpoint_and_a_new_launch_is_a_
     assert again["task_id"] == "hf-fedcba9876543210" and len(again["attempts"]) == 1
     assert again["budget_started_at"] > ledger["budget_started_at"]
     assert again["attempts"][0]["verified_epoch"] == 0  # the old run's weights are not its own
+    # What its followers read to start where it starts: the target held the older run's final
+    # epoch, at the commit node 0 read (runspec.run.followstart).
+    assert again["attempts"][0]["target_epoch"] == held
+    assert re.fullmatch(r"[0-9a-f]{40}", again["attempts"][0]["commit"])
     # Its record's budget starts with it, not with the older run's.
     assert record_of(third.state, "hfretry")["started_at"] >= again["budget_started_at"]
