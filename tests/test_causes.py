@@ -4,6 +4,7 @@ machine (runspec.engines.onbox; its table test reads the record's cause)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -23,12 +24,12 @@ from runspec.machine.verdict import Safety
 from runspec.preflight import gpu
 from runspec.preflight.gpu import _batch_rule
 from runspec.preflight.report import PreflightReport
-from runspec.run.exitstep import ExitFacts, next_step
+from runspec.run.exitstep import ExitFacts, Step, next_step
 from runspec.spec.model import TrainSpec
 from runspec.store.state import RunRecord, Termination
 from runspec.trainer import multinode
 from runspec.trainer.control import TrainerOutcome, TrainerResult
-from runspec.trainer.faults import cause_of, cause_of_line
+from runspec.trainer.faults import cause_of, cause_of_line, out_of_space, out_of_space_line
 from runspec.trainer.peerwatch import PeerHung
 from tests.fixtures_run import RUNSPEC, SpecWriter
 
@@ -195,3 +196,49 @@ def test_a_driver_too_old_for_torchs_cuda_fails_the_preflight_and_ends_an_engine
         cause=report.cause,
     )
     assert engine_outcome(record, Safety(True, "nothing to push")) is Outcome.INVALID
+
+
+@pytest.mark.parametrize(
+    ("exc", "full"),
+    [
+        (OSError(errno.ENOSPC, "No space left on device", "last.pt"), True),
+        (OSError(errno.EDQUOT, "Disk quota exceeded"), True),
+        (OSError(errno.EACCES, "Permission denied: No space left on device"), False),
+        (RuntimeError("No space left on device, says a message"), False),
+    ],
+)
+def test_the_trainer_types_a_full_disk_where_it_catches_the_error(
+    exc: BaseException, full: bool
+) -> None:
+    """An OSError's errno decides, however deep in the chain LibreYOLO or torch wrapped it."""
+    assert out_of_space(exc) is full
+    try:
+        try:
+            raise exc
+        except BaseException as inner:
+            raise RuntimeError("checkpoint save failed") from inner
+    except RuntimeError as outer:
+        assert out_of_space(outer) is full
+
+
+def test_a_full_disk_travels_typed_in_result_json_and_old_files_read_safely() -> None:
+    full = TrainerResult(TrainerOutcome.FAILED, "No space left on device: x", no_space=True)
+    read = TrainerResult.from_json(json.loads(json.dumps(full.to_json())))
+    assert read.no_space is True
+    step = next_step(ExitFacts(read.outcome, read.reason, no_space=read.no_space))
+    assert step.step is Step.WAIT_FOR_SPACE
+    # A result.json from before the field: its words are not read; the disk's room decides.
+    older = {"outcome": "failed", "reason": "OSError: [Errno 28] No space left on device"}
+    read = TrainerResult.from_json(older)
+    assert read.no_space is False
+    assert next_step(ExitFacts(read.outcome, read.reason)).step is Step.END
+    facts = ExitFacts(read.outcome, read.reason, short_of_room=True)
+    assert next_step(facts).step is Step.WAIT_FOR_SPACE
+    assert TrainerResult.from_json({**older, "no_space": "yes"}).no_space is False
+
+
+def test_a_workers_full_disk_known_only_by_its_line_is_typed_at_the_same_seam() -> None:
+    """Under DDP the coordinator passes a worker's error on as its traceback's last line."""
+    assert out_of_space_line("OSError", "[Errno 28] No space left on device: 'last.pt'")
+    assert not out_of_space_line("OSError", "[Errno 13] Permission denied: 'last.pt'")
+    assert not out_of_space_line("RuntimeError", "[Errno 28] No space left on device")
