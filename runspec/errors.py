@@ -22,6 +22,7 @@ class Outcome(str, enum.Enum):
     USAGE = "usage"  # the command was used wrongly, or a file could not be read
     UNVERIFIED = "unverified"  # the run ended but its final push could not be verified
     RETRY = "retry"  # under an engine: this machine cannot train the run; give it a fresh one
+    INTERRUPTED = "interrupted"  # a second Ctrl-C gave the run up at once
 
 
 class Cause(str, enum.Enum):
@@ -51,6 +52,7 @@ EXIT_CODES: dict[Outcome, int] = {
     Outcome.USAGE: 2,
     Outcome.UNVERIFIED: 3,
     Outcome.RETRY: 75,  # EX_TEMPFAIL, what SkyPilot's recover_on_exit_codes names
+    Outcome.INTERRUPTED: 130,  # 128 + SIGINT, as a shell reports a command a Ctrl-C ended
 }
 
 
@@ -62,6 +64,13 @@ class RunspecError(Exception):
 
 class UsageError(RunspecError):
     outcome = Outcome.USAGE
+
+
+class GaveUp(RunspecError):
+    """A second signal gave a slow step up at once (runspec.run.giveup); the message names
+    the step and what it leaves."""
+
+    outcome = Outcome.INTERRUPTED
 
 
 @dataclass(frozen=True)
