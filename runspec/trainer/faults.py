@@ -14,10 +14,10 @@ coordinator only as its traceback's last line is read from that line, here alone
 
 from __future__ import annotations
 
-import errno
 import re
 
 from runspec.errors import Cause
+from runspec.store.room import NO_SPACE, is_no_space
 
 # torch.distributed's own error types (torch/distributed/__init__.py: DistError and its kin).
 TYPES: dict[str, Cause] = {
@@ -62,7 +62,6 @@ def cause_of_line(error_type: str, message: str) -> Cause | None:
     return next((cause for words, cause in WORDS if words in message), None)
 
 
-NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 # A worker's OSError as the coordinator passes it on: "OSError: [Errno 28] No space left ..."
 _ERRNO_LINE = re.compile(r"^\[Errno (\d{1,5})\]")
 _OS_ERRORS = frozenset({"OSError", "IOError", "EnvironmentError"})
@@ -75,7 +74,7 @@ def out_of_space(exc: BaseException) -> bool:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, OSError) and current.errno in NO_SPACE_ERRNOS:
+        if is_no_space(current):
             return True
         current = current.__cause__ or current.__context__
     return False
@@ -84,4 +83,4 @@ def out_of_space(exc: BaseException) -> bool:
 def out_of_space_line(error_type: str, message: str) -> bool:
     """The same, for a worker's error known only by its type's name and message."""
     found = _ERRNO_LINE.match(message) if error_type in _OS_ERRORS else None
-    return found is not None and int(found.group(1)) in NO_SPACE_ERRNOS
+    return found is not None and int(found.group(1)) in NO_SPACE
