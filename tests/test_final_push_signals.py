@@ -126,7 +126,8 @@ def test_a_second_signal_during_a_slow_staging_gives_it_up_at_once(
     # A second Ctrl-C waited for the step under way: a download the Hub never finishes kept
     # the run until the client gave up on its own (minutes), whatever the person asked.
     hub_server.put_file("org/slowds", "ds.tar", b"a tar that never arrives", repo_type="dataset")
-    hub_server.fail("resolve", "hang", times=100_000, method="GET")  # answers no download
+    # The dataset's download is never answered; the rest of the Hub answers as ever.
+    hub_server.fail("resolve", "hang", times=100_000, method="GET", where="org/slowds")
     spec = write_spec(
         "sigstage",
         dataset={"hub": {"repo": "org/slowds", "file": "ds.tar"}, "data": "ds/data.yaml"},
