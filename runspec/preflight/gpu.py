@@ -63,11 +63,16 @@ def cuda_seen() -> CudaSeen:
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    old_driver = None
     for warning in said:
         found = _TOO_OLD.search(str(warning.message))
         if found is not None:
-            return CudaSeen(count, int(found.group(1)))
-    return CudaSeen(count)
+            old_driver = int(found.group(1))
+        else:  # any other word of torch's goes on as it would have (the child's stderr)
+            warnings.warn_explicit(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
+    return CudaSeen(count, old_driver)
 
 
 def no_gpu(asked: str, seen: CudaSeen) -> CheckResult:
