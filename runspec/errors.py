@@ -22,15 +22,26 @@ class Outcome(str, enum.Enum):
     USAGE = "usage"  # the command was used wrongly, or a file could not be read
     UNVERIFIED = "unverified"  # the run ended but its final push could not be verified
     RETRY = "retry"  # under an engine: this machine cannot train the run; give it a fresh one
+    INTERRUPTED = "interrupted"  # a second Ctrl-C gave the run up at once
 
 
 class Cause(str, enum.Enum):
-    """A failure that is this machine's, not the spec's: decided where the error is caught (the
-    trainer, a preflight check), kept in the run's record, and the only ground on which an
-    engine is asked for a fresh machine (exit 75). A failure with no cause is the run's own."""
+    """Why a run failed where the failure is not the spec's own: decided where the error is
+    caught (the trainer, a preflight check), kept in the run's record, and the only ground on
+    which an engine's exit status departs from a plain failure. GPU and LINK are this
+    machine's: a fresh machine may pass (exit 75). MACHINE_KIND is the kind of machine, or the
+    install on it, the run was given: no fresh machine like it passes (exit 2). A failure with
+    no cause is the run's own."""
 
     GPU = "gpu"  # a GPU, its driver or its memory failed, or checking it hung
     LINK = "link"  # the link between ranks or nodes: NCCL, gloo, a peer gone or hung
+    # No NVIDIA device where the spec needs a GPU, a CPU-only torch, a driver older than the
+    # CUDA torch is built for (runspec.preflight.gpu).
+    MACHINE_KIND = "machine-kind"
+
+    @property
+    def fresh_machine_may_pass(self) -> bool:
+        return self is not Cause.MACHINE_KIND
 
 
 # Each outcome's exit status (the README's table; runspec.cli turns outcomes into them).
@@ -41,6 +52,7 @@ EXIT_CODES: dict[Outcome, int] = {
     Outcome.USAGE: 2,
     Outcome.UNVERIFIED: 3,
     Outcome.RETRY: 75,  # EX_TEMPFAIL, what SkyPilot's recover_on_exit_codes names
+    Outcome.INTERRUPTED: 130,  # 128 + SIGINT, as a shell reports a command a Ctrl-C ended
 }
 
 
@@ -52,6 +64,13 @@ class RunspecError(Exception):
 
 class UsageError(RunspecError):
     outcome = Outcome.USAGE
+
+
+class GaveUp(RunspecError):
+    """A second signal gave a slow step up at once (runspec.run.giveup); the message names
+    the step and what it leaves."""
+
+    outcome = Outcome.INTERRUPTED
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ class Handler(BaseHTTPRequestHandler):
                 retry = {"Retry-After": str(flaky.retry_after)} if flaky.mode == "429" else {}
                 self._json(int(flaky.mode), {"error": "injected incident"}, retry)
                 return
-            fault = hub._take_fault(op, method)
+            fault = hub._take_fault(op, method, path)
             mode = fault.mode if fault is not None else None
             if mode == "hang":
                 self._drain()

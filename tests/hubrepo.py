@@ -84,6 +84,7 @@ class Fault:
     times: int
     status: int = 400  # what an "echo" answers
     method: str | None = None  # only requests with this method (None: any)
+    where: str | None = None  # only requests whose path holds this (None: any)
 
 
 @dataclass

@@ -147,17 +147,18 @@ class HubServer:
         times: int = 1,
         status: int = 400,
         method: str | None = None,
+        where: str | None = None,
     ) -> None:
         """The next `times` requests of kind `op` answer 500, drop the connection, hang
         ("hang": no answer until `stop()`, at most HANG_S, then a dropped connection), or
         ("echo") answer `status` with an error message and a header that quote the request's
         headers, Authorization included, as a careless proxy might: a test that the client's
         token is scrubbed. `method`: only requests with that method (a download's GET, not
-        the HEAD before it)."""
+        the HEAD before it). `where`: only requests whose path holds it (one repo's)."""
         if op not in OPS or mode not in ("500", "drop", "echo", "hang"):
             raise ValueError(f"unknown fault {op}/{mode}")
         with self._lock:
-            self._faults.setdefault(op, []).append(Fault(mode, times, status, method))
+            self._faults.setdefault(op, []).append(Fault(mode, times, status, method, where))
 
     def flaky(self, rate: float, mode: str = "500", retry_after: int = 1, seed: int = 35) -> None:
         """From now on, a share `rate` of every request (any kind, drawn from a seeded
@@ -199,10 +200,12 @@ class HubServer:
     def up(self) -> None:
         self._down = False
 
-    def _take_fault(self, op: str, method: str) -> Fault | None:
+    def _take_fault(self, op: str, method: str, path: str = "") -> Fault | None:
         with self._lock:
             queue = self._faults.get(op) or []
             if not queue or queue[0].method not in (None, method):
+                return None
+            if queue[0].where is not None and queue[0].where not in path:
                 return None
             fault = queue[0]
             fault.times -= 1

@@ -74,8 +74,10 @@ def test_the_rule_in_one_place_matches_the_readme() -> None:
         Outcome.USAGE: 2,
         Outcome.UNVERIFIED: 3,
         Outcome.RETRY: 75,
+        Outcome.INTERRUPTED: 130,
     }
     readme = (REPO / "README.md").read_text()
     assert "| 1 | it did it and the answer is a failure: `validate` found an invalid spec" in readme
     assert "| 2 | the command was used wrongly, a file could not be read, or the command" in readme
     assert "| 75 | `run` under an engine only: give the run a fresh machine" in readme
+    assert "| 130 | `run`: a second Ctrl-C (SIGINT or SIGTERM) gave the run up at once" in readme

@@ -226,25 +226,21 @@ def test_a_damaged_ledger_at_the_target_is_refused_before_anything_is_written(
     assert hub_server.read_file(REPO, ATTEMPTS) == b'{"schema": 1, "schema": 1}'
 
 
-def test_a_machine_that_can_never_run_the_spec_is_exit_2(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The narrowest seam: the device node a GPU machine's driver makes (none exists here).
-    why = "gpu: train.device: 0 needs a GPU, but torch sees no CUDA GPU on this machine (torch 2"
-    broken = RunRecord(
-        name="r",
-        spec_sha256=SHA,
-        termination=Termination.FAILED_PREFLIGHT,
-        why=why,
-        cause=Cause.GPU,
-    )
+def test_a_machine_that_can_never_run_the_spec_is_exit_2() -> None:
+    # The GPU check types it where it decides (runspec.preflight.gpu): MACHINE_KIND, no fresh
+    # machine of this kind passes; GPU, this machine's own. The record's words decide nothing.
+    words = "gpu: train.device: 0 needs a GPU, but torch sees no CUDA GPU (a CPU-only build)"
     safe = onbox.Safety(True, "verified")
-    monkeypatch.setattr(onbox, "NVIDIA_DEVICE", tmp_path / "nvidiactl")
-    assert onbox.engine_outcome(broken, safe) is Outcome.INVALID  # no NVIDIA device at all
-    (tmp_path / "nvidiactl").touch()  # a driver that lost its GPUs: another machine may work
-    assert onbox.engine_outcome(broken, safe) is Outcome.RETRY
-    broken.why = why + ".14.1, a CPU-only build)"  # the install is wrong on every machine
-    assert onbox.engine_outcome(broken, safe) is Outcome.INVALID
+    for cause, outcome in ((Cause.MACHINE_KIND, Outcome.INVALID), (Cause.GPU, Outcome.RETRY)):
+        for why in (words, "gpu: any words at all"):
+            record = RunRecord(
+                name="r",
+                spec_sha256=SHA,
+                termination=Termination.FAILED_PREFLIGHT,
+                why=why,
+                cause=cause,
+            )
+            assert onbox.engine_outcome(record, safe) is outcome, (cause, why)
 
 
 def _push_epoch(hub: HubServer, spec: Spec, epoch: int) -> str:

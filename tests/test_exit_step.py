@@ -9,7 +9,7 @@ from runspec.run.exitstep import ExitFacts, ExitStep, Step, next_step
 from runspec.store.state import Termination as T
 from runspec.trainer.control import TrainerOutcome as O
 
-NOSPACE = "no space left on device: [Errno 28] writing last.pt"
+NOSPACE = "No space left on device: /runs has 0 bytes free (OSError: [Errno 28] last.pt)"
 END, WAIT, RESTART = Step.END, Step.WAIT_FOR_SPACE, Step.RESTART
 
 CASES: list[tuple[str, ExitFacts, ExitStep]] = [
@@ -40,8 +40,16 @@ CASES: list[tuple[str, ExitFacts, ExitStep]] = [
     ),
     (
         "failed on a full disk before the last epoch waits for space",
-        ExitFacts(O.FAILED, NOSPACE),
+        ExitFacts(O.FAILED, NOSPACE, no_space=True),
         ExitStep(WAIT),
+    ),
+    (
+        # The trainer types a full disk where it catches the error (result.json's no_space);
+        # words are never read: an old result file without the field, or a message that only
+        # says so, is judged by what the disk says now (short_of_room).
+        "failed with words of a full disk, not typed so, on a disk with room: no wait",
+        ExitFacts(O.FAILED, NOSPACE, error="OSError: [Errno 28] No space left on device"),
+        ExitStep(END, T.FAILED_TRAINING, f"LibreYOLO failed: {NOSPACE}"),
     ),
     (
         "killed with no word and a disk short of room waits for space",
@@ -66,7 +74,7 @@ CASES: list[tuple[str, ExitFacts, ExitStep]] = [
     ),
     (
         "failed on a full disk after its last epoch is complete",
-        ExitFacts(O.FAILED, NOSPACE, done=True),
+        ExitFacts(O.FAILED, NOSPACE, done=True, no_space=True),
         ExitStep(END, T.COMPLETED, "training completed (its last writes met a full disk)"),
     ),
     (

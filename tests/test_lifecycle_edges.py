@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import runspec.run.giveup
 import runspec.run.lifecycle
 from runspec.run.accept import accept
 from runspec.run.lifecycle import Lifecycle, LifecycleOptions
@@ -31,7 +32,7 @@ def test_an_unexpected_error_in_a_phase_still_pushes_and_finishes(
 
     # The narrowest seam: the one call that would hit the failing disk. (A full disk is not an
     # error but a state the run waits out: see test_disk_full.py.)
-    monkeypatch.setattr(runspec.run.lifecycle, "stage_dataset", broken_disk)
+    monkeypatch.setattr(runspec.run.giveup, "stage_dataset", broken_disk)
     touched = tmp_path / "finish-ran"
     spec = write_spec(
         "fulldisk",

@@ -195,7 +195,10 @@ def run(args: argparse.Namespace) -> Outcome:
         signalled = lifecycle.requests.interrupted.is_set()
         outcome = after_stop_signal(outcome, record, signalled)
         return outcome if gate is None else gate.close(record, outcome, signalled)
-    return run_outcome(run_safety(paths, spec, record), record)
+    outcome = run_outcome(run_safety(paths, spec, record), record)
+    if outcome is Outcome.FAILED and lifecycle.requests.aborted.is_set():
+        return Outcome.INTERRUPTED  # a second signal gave the run up: 130, as a shell says
+    return outcome
 
 
 def _attempt_gate(

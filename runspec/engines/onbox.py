@@ -25,10 +25,9 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from runspec.engines.task import HF_TASK_ID_VARIABLE
-from runspec.errors import Cause, Outcome, UsageError
+from runspec.errors import Outcome, UsageError
 from runspec.machine.verdict import Safety
 from runspec.machineowner import MachineOwner, engine_owned
 from runspec.spec.model import FinishAction, FinishSpec
@@ -117,23 +116,6 @@ def detect(environ: Mapping[str, str], named: str | None = None) -> EngineContex
     return EngineContext(engine=engine, task_id=task_id, grace=GRACES[engine])
 
 
-# The device node every NVIDIA driver makes; a container the engine gave GPUs has it too.
-NVIDIA_DEVICE = Path("/dev/nvidiactl")
-
-
-def never_runs_here(record: RunRecord) -> bool:
-    """A GPU check that no fresh machine of this kind will pass: torch is a CPU-only build (the
-    install is wrong), or the machine has no NVIDIA device at all (the engine gives GPU-less
-    machines for this task: its resources are wrong). Exit 2, not an endless 75 (issue 36).
-    The words read are runspec's own GPU check's (runspec.preflight.gpu), never an error's."""
-    if record.cause is not Cause.GPU or record.termination is not Termination.FAILED_PREFLIGHT:
-        return False
-    message = record.why or record.reason
-    if "torch sees no CUDA GPU" not in message:
-        return False
-    return "a CPU-only build" in message or not NVIDIA_DEVICE.exists()
-
-
 def engine_outcome(record: RunRecord, safety: Safety) -> Outcome:
     """The exit status that tells the engine what to do next."""
     term = record.termination or Termination.INTERRUPTED
@@ -141,8 +123,9 @@ def engine_outcome(record: RunRecord, safety: Safety) -> Outcome:
         Termination.FAILED_PREFLIGHT,
         Termination.FAILED_TRAINING,
     ):
-        if never_runs_here(record):
-            return Outcome.INVALID  # no machine of this kind will pass: never ask for one
+        if not record.cause.fresh_machine_may_pass:
+            # No machine of this kind passes (runspec.preflight.gpu): never ask for one.
+            return Outcome.INVALID
         return Outcome.RETRY  # this machine's fault, decided where it was caught
     if term in (Termination.FAILED_PREFLIGHT, Termination.FAILED_STAGING):
         return Outcome.INVALID  # a missing dataset, a spec this machine cannot train

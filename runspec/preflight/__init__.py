@@ -16,11 +16,12 @@ import os
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
 from runspec.checkresult import failed
-from runspec.errors import Cause, RunspecError
+from runspec.errors import Cause, GaveUp, RunspecError
 from runspec.preflight.ending import finish_checks
 from runspec.preflight.notifycheck import notify_checks
 from runspec.preflight.report import PreflightReport
@@ -35,6 +36,7 @@ log = logging.getLogger("runspec.preflight")
 Phase = Literal["machine", "dataset", "all"]
 # After the hard kill of the child (its process group or its unit), this bounds the reaping.
 _REAP_S = 10.0
+_POLL_S = 0.2  # how often a `give_up` is asked while the checks run
 
 
 def child_env(spec: Spec) -> dict[str, str]:
@@ -67,6 +69,23 @@ def _which_spec(spec: Spec, paths: RunPaths, tmp: Path, accepted: bool) -> list[
     ]
 
 
+def _communicate(
+    proc: subprocess.Popen[str], timeout: float, give_up: Callable[[], bool] | None
+) -> tuple[str, str]:
+    """The child's output within `timeout` (TimeoutExpired past it), `give_up` polled."""
+    if give_up is None:
+        return proc.communicate(timeout=timeout)
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            return proc.communicate(timeout=max(min(_POLL_S, end - time.monotonic()), 0.01))
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= end:
+                raise
+        if give_up():
+            raise GaveUp("the preflight was given up at a second signal")
+
+
 def run_preflight(
     spec: Spec,
     paths: RunPaths,
@@ -75,11 +94,14 @@ def run_preflight(
     collective_one_gpu: bool = False,
     *,
     accepted: bool = False,
+    give_up: Callable[[], bool] | None = None,
 ) -> PreflightReport:
     """Run the checks of `phase` in a child with a hard `timeout` (seconds) and collect them.
 
     `collective_one_gpu`: run the all_reduce even when one GPU is selected (NCCL on one rank).
     `accepted`: `spec` is the run `paths` names, accepted into its state folder.
+    `give_up`: polled while the checks run; when it says so, the child is ended and GaveUp
+    raised (a second Ctrl-C: runspec.run.giveup).
     """
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="runspec-preflight-") as tmp:
@@ -100,7 +122,11 @@ def run_preflight(
         child = start_child(spec, paths, args, Path(tmp), timeout, accepted)
         proc = child.proc
         try:
-            out, err = proc.communicate(timeout=timeout)
+            out, err = _communicate(proc, timeout, give_up)
+        except GaveUp:
+            child.kill()
+            proc.communicate(timeout=_REAP_S)
+            raise
         except subprocess.TimeoutExpired:
             child.kill()
             proc.communicate(timeout=_REAP_S)

@@ -3,12 +3,20 @@
 `cuda.is_available()` says True for a wheel built for another GPU architecture; the first
 real kernel then fails with "no kernel image is available". A 2000x2000 matrix product on
 every selected GPU, checked against the CPU's result, finds that before training starts.
+
+When torch sees no GPU, the check decides whether any machine of this kind could pass, and
+types it (runspec.errors.Cause): a CPU-only torch, no NVIDIA device at all, or a driver older
+than the CUDA torch is built for is MACHINE_KIND (an engine is told exit 2: a fresh machine of
+the same image fails the same way); a driver that shows no GPU is this machine's (GPU, 75).
 """
 
 from __future__ import annotations
 
+import re
 import time
+import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -20,6 +28,13 @@ MATMUL_N = 2000
 # TF32 or reduced-precision reductions on a GPU give a relative error near 1e-3; a broken
 # kernel gives garbage, zeros or NaN, orders of magnitude beyond this.
 MATMUL_TOLERANCE = 1e-2
+# The device node every NVIDIA driver makes; a container given GPUs has it too.
+NVIDIA_DEVICE = Path("/dev/nvidiactl")
+# torch's words when cudaGetDeviceCount answers cudaErrorInsufficientDriver: its device count
+# (c10/cuda/CUDAFunctions.cpp, device_count_impl and device_count) counts 0 GPUs and warns
+# "CUDA initialization: The NVIDIA driver on your system is too old (found version N)", N as
+# cudaDriverGetVersion gives it (11040: CUDA 11.4); torch.cuda.is_available() then says False.
+_TOO_OLD = re.compile(r"NVIDIA driver on your system is too old \(found version (\d{1,9})\)")
 
 
 @dataclass(frozen=True)
@@ -35,29 +50,77 @@ def torch_build() -> str:
     )
 
 
+@dataclass(frozen=True)
+class CudaSeen:
+    count: int  # the CUDA GPUs torch sees
+    old_driver: int | None = None  # the driver's CUDA version when torch found it too old
+
+
+def cuda_seen() -> CudaSeen:
+    """The GPUs torch sees, and whether it found the driver too old for its CUDA build. The one
+    place torch's words about the driver are read (its warning, the only form it gives them),
+    typed from here on. torch counts once per process: the preflight's child asks first."""
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    old_driver = None
+    for warning in said:
+        found = _TOO_OLD.search(str(warning.message))
+        if found is not None:
+            old_driver = int(found.group(1))
+        else:  # any other word of torch's goes on as it would have (the child's stderr)
+            warnings.warn_explicit(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
+    return CudaSeen(count, old_driver)
+
+
+def no_gpu(asked: str, seen: CudaSeen) -> CheckResult:
+    """Why torch sees no GPU, typed by whether a fresh machine of this kind would."""
+    none = f"{asked} needs a GPU, but torch sees no CUDA GPU"
+    cpu = "or set train.device: cpu"
+    if torch.version.cuda is None:
+        fix = f"install a CUDA build of torch for this GPU, then libreyolo, {cpu}"
+        return failed("gpu", f"{none} ({torch_build()})", fix, Cause.MACHINE_KIND)
+    if seen.old_driver is not None:
+        major, minor = seen.old_driver // 1000, seen.old_driver % 1000 // 10
+        return failed(
+            "gpu",
+            f"{none}: the NVIDIA driver supports CUDA up to {major}.{minor} and torch "
+            f"{torch.__version__} is built for CUDA {torch.version.cuda} (the driver is too old "
+            "for this torch)",
+            f"install a torch built for CUDA {major}.{minor} or older (pip install torch "
+            f"--index-url https://download.pytorch.org/whl/cuXY, XY at most {major}{minor}), "
+            f"then libreyolo; or pick an image whose driver supports CUDA {torch.version.cuda}",
+            Cause.MACHINE_KIND,
+        )
+    if not NVIDIA_DEVICE.exists():
+        return failed(
+            "gpu",
+            f"{none}: this machine has no NVIDIA device ({NVIDIA_DEVICE} is missing; "
+            f"{torch_build()})",
+            f"run on a machine with an NVIDIA GPU (under an engine: its resources ask for one), "
+            f"{cpu}",
+            Cause.MACHINE_KIND,
+        )
+    return failed(
+        "gpu",
+        f"{none} on this machine ({torch_build()})",
+        f"check the driver and its GPUs (nvidia-smi); another machine may work, {cpu}",
+        Cause.GPU,
+    )
+
+
 def select_gpus(train: TrainSpec) -> Selection:
     """Resolve `train.device` on this machine and check the GPUs exist and the batch fits."""
     if train.device == "cpu":
         return Selection((), passed("gpu", "train.device is cpu: GPU checks skipped"))
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    seen = cuda_seen()
+    count = seen.count
     wanted = train.gpu_ids
     asked = f"train.device: {train.device}"
     if count == 0:
-        fix = (
-            "install a CUDA build of torch for this GPU, then libreyolo"
-            if torch.version.cuda is None
-            else "run on a machine with an NVIDIA GPU and a working driver (check nvidia-smi)"
-        )
-        return Selection(
-            (),
-            failed(
-                "gpu",
-                f"{asked} needs a GPU, but torch sees no CUDA GPU on this machine "
-                f"({torch_build()})",
-                f"{fix}, or set train.device: cpu",
-                Cause.GPU,
-            ),
-        )
+        return Selection((), no_gpu(asked, seen))
     gpus = tuple(range(count)) if wanted is None else wanted
     missing = [i for i in gpus if i >= count]
     if missing:

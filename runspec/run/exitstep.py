@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from runspec.errors import Cause
 from runspec.store.state import STOP_REASONS, Termination
-from runspec.trainer.control import TrainerOutcome, no_space
+from runspec.trainer.control import TrainerOutcome
 from runspec.trainer.safeload import UnsafeCheckpoint
 
 
@@ -28,6 +28,7 @@ class ExitFacts:
     reason: str = ""  # result.json's reason
     error: str = ""  # "<type>: <message>" of a LibreYOLO exception
     cause: Cause | None = None  # result.json's: the failure was this machine's
+    no_space: bool = False  # result.json's: the trainer's write met a full disk
     done: bool = False  # the epoch marker shows the last epoch
     stopping: Termination | None = None  # the stop this side asked for, if any
     last_epoch: int = 0
@@ -57,14 +58,14 @@ def next_step(f: ExitFacts) -> ExitStep:
     if f.outcome is TrainerOutcome.STOPPED:
         why = f.stopping or STOP_REASONS.get(f.reason, Termination.INTERRUPTED)
         return _end(why, f"training stopped at epoch {f.last_epoch} ({why.value})")
-    out_of_space = no_space(f.reason) and not f.done and f.outcome is not None
+    out_of_space = f.no_space and not f.done and f.outcome is not None
     if f.outcome in (TrainerOutcome.FAILED, TrainerOutcome.KILLED) and not f.done:
         # A trainer that died on a full disk may not even have said so (its result.json
         # needs space too): what the disk says now decides.
         out_of_space = out_of_space or f.short_of_room
     if out_of_space and f.stopping is None and not f.gave_up_on_space:
         return ExitStep(Step.WAIT_FOR_SPACE)
-    if f.outcome is TrainerOutcome.FAILED and f.done and no_space(f.reason):
+    if f.outcome is TrainerOutcome.FAILED and f.done and f.no_space:
         return _end(Termination.COMPLETED, "training completed (its last writes met a full disk)")
     if f.outcome is TrainerOutcome.FAILED:
         # LibreYOLO raised: retrying would raise again.

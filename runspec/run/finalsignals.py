@@ -19,11 +19,16 @@ from runspec.budget import overrun_end
 from runspec.clock import utc_iso
 from runspec.errors import Outcome
 from runspec.store.hint import command
+from runspec.store.state import RunStatus
+from runspec.views.runinfo import nobody_drives
 from runspec.voice import error, warning
 
 if TYPE_CHECKING:
     from runspec.run.lifecycle import Lifecycle
     from runspec.store.state import RunRecord
+
+
+BEFORE_TRAINING = frozenset({RunStatus.QUEUED, RunStatus.PREFLIGHT, RunStatus.STAGING})
 
 
 def window_left(lc: Lifecycle) -> float:
@@ -33,6 +38,11 @@ def window_left(lc: Lifecycle) -> float:
 
 def exiting_now(lc: Lifecycle) -> str:
     """What a second signal leaves undone, and the command that does it."""
+    if lc.record.status in BEFORE_TRAINING:
+        again = nobody_drives(lc.paths, lc.paths.state)
+        return "second signal: exiting now: nothing was trained or pushed, no finish action" + (
+            f"; {again}" if again else ""
+        )
     push = command(f"push {lc.paths.name}", lc.paths.state)
     return (
         "second signal: exiting now, with no final push and no finish action: "

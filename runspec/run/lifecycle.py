@@ -23,12 +23,10 @@ from runspec.alerts import Alerts
 from runspec.budget import deadline_of
 from runspec.clock import SYSTEM, Clock, human_duration, utc_iso
 from runspec.cost import run_cost
-from runspec.dataset.staging import stage_dataset
-from runspec.errors import RunspecError
+from runspec.errors import GaveUp, RunspecError
 from runspec.machine import failsafe
 from runspec.machine.endgame import Endgame
 from runspec.machineowner import RUNSPEC, MachineOwner
-from runspec.preflight import run_preflight
 from runspec.push import Pusher
 from runspec.push.cardpush import made_weights, push_card
 from runspec.push.endconfirm import send_end
@@ -36,6 +34,7 @@ from runspec.push.receipt import send_receipt
 from runspec.push.report import prepare
 from runspec.push.until import push_until_verified
 from runspec.requests import RunRequests
+from runspec.run import giveup
 from runspec.run.cancelend import cancelled_before_finish, decide_end
 from runspec.run.finalsignals import FinalPushSignals, exiting_now, window_left
 from runspec.run.supervise import RunParts, Supervisor, SupervisorOptions
@@ -116,10 +115,6 @@ class Lifecycle:
         except OSError as exc:
             log.warning("%s: cannot write runspec.log: %s", self.spec.name, exc)
 
-    def _note_cost(self) -> None:
-        cost = run_cost(self.record, self.spec.budget.hourly_cost, self.clock.time())
-        self.owner.costed(cost)
-
     # The phases.
     def run(self) -> RunRecord:
         """Drive the run until it is finished (or detached); raises OwnedElsewhere when
@@ -169,6 +164,8 @@ class Lifecycle:
             status = self.record.status
             try:
                 steps[status]()
+            except GaveUp:
+                continue  # a second signal, said where the step was given up: the loop ends
             except Exception as exc:
                 if is_stuck(exc, self.paths.state):  # a full disk, a read-only state folder
                     self._wait_for_space(status, exc)
@@ -262,8 +259,7 @@ class Lifecycle:
 
     def _preflight_phase(self, phase: Phase) -> PreflightReport | None:
         """One phase's checks in their child, said; None when one failed (the run failed)."""
-        timeout = self.options.preflight_timeout
-        report = run_preflight(self.spec, self.paths, phase, timeout=timeout, accepted=True)
+        report = giveup.preflight(self, phase)  # ended at a second signal
         for line in report.said():
             self.say(line)
         if report.failed:
@@ -273,7 +269,9 @@ class Lifecycle:
 
     def _stage(self) -> None:
         try:
-            data_yaml = stage_dataset(self.spec, self.paths, progress=self.say)
+            data_yaml = giveup.staged(self)  # or given up at a second signal
+        except GaveUp:
+            raise
         except RunspecError as exc:
             self._fail(Termination.FAILED_STAGING, str(exc), exc)
             return
@@ -336,7 +334,8 @@ class Lifecycle:
         Supervisor(parts).run()
 
     def _final_push(self) -> None:
-        self._note_cost()  # so the pushed record carries what the run cost so far
+        # So the pushed record carries what the run cost so far.
+        self.owner.costed(run_cost(self.record, self.spec.budget.hourly_cost, self.clock.time()))
         handle = TrainerHandle.find(self.paths)
         if handle is None or not handle.alive():
             # No writer is left: every whole checkpoint on the disk is complete, pushed too.

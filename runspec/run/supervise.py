@@ -352,6 +352,7 @@ class Supervisor:
             reason=result.reason if result is not None else "",
             error=f"{result.error_type}: {result.error_message}" if result is not None else "",
             cause=result.cause if result is not None else None,
+            no_space=result is not None and result.no_space,
             done=done,
             stopping=self.stopping,
             last_epoch=self.last_epoch,

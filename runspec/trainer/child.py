@@ -40,7 +40,7 @@ from runspec.clock import SYSTEM, utc_iso
 from runspec.store.locks import FileLock
 from runspec.trainer import control, firststep, markers, multinode
 from runspec.trainer.control import EpochMarker, FileStat, TrainerOutcome, TrainerResult, TrainJob
-from runspec.trainer.faults import cause_of, cause_of_line
+from runspec.trainer.faults import cause_of, cause_of_line, out_of_space, out_of_space_line
 from runspec.trainer.heavyimports import heavy_imports
 from runspec.trainer.safeload import UnsafeCheckpoint, trained_epochs
 from runspec.trainer.sessionwalls import put_up_walls
@@ -329,6 +329,7 @@ def run(job: TrainJob, job_file: Path | None = None) -> TrainerResult:
             # torch.save says "unexpected pos ...", not ENOSPC: name the real cause, so the
             # supervisor waits for space instead of calling the run failed.
             reason = f"{control.NO_SPACE}: {full} ({reason})"
+        no_space = full is not None or out_of_space(exc) or out_of_space_line(error_type, message)
         return TrainerResult(
             outcome=TrainerOutcome.FAILED,
             reason=reason,
@@ -339,6 +340,7 @@ def run(job: TrainJob, job_file: Path | None = None) -> TrainerResult:
             exit_code=control.EXIT_FAILED,
             # The DDP coordinator's own error says nothing: then its worker's last line does.
             cause=cause_of(exc) or cause_of_line(error_type, message),
+            no_space=no_space,
         )
     marker = markers.newest_marker(ctl)
     save_dir = results.get("save_dir") if isinstance(results, dict) else None

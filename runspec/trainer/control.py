@@ -43,15 +43,10 @@ EXIT_COMPLETED = 0
 EXIT_FAILED = 1
 EXIT_BAD_JOB = 2
 EXIT_STOPPED = 3
-# How the trainer says it died of a full disk (its own words, whatever the error said).
+# How the trainer says it died of a full disk, for people (result.json's no_space decides).
 NO_SPACE = "No space left on device"
 EXIT_DUPLICATE = 4  # another trainer holds the run's trainer lock: this one never started
 EXIT_SECOND_SIGNAL = 143  # 128 + SIGTERM: a second signal ends the trainer at once
-
-
-def no_space(reason: str) -> bool:
-    """Whether a trainer's stated reason is a full disk."""
-    return NO_SPACE in reason or "Errno 28" in reason
 
 
 @dataclass(frozen=True)
@@ -321,6 +316,9 @@ class TrainerResult:
     exit_code: int | None = None
     detail: str = ""  # a sentence for people: "stop requested (budget) after epoch 7"
     cause: Cause | None = None  # failed: this machine's fault (runspec.trainer.faults)
+    # failed: a write met a full disk (runspec.trainer.faults.out_of_space); a file from
+    # before the field reads False, and the disk's room then decides (runspec.run.exitstep).
+    no_space: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -333,6 +331,7 @@ class TrainerResult:
             "exit_code": self.exit_code,
             "detail": self.detail,
             "cause": self.cause.value if self.cause is not None else None,
+            "no_space": self.no_space,
         }
 
     @classmethod
@@ -348,6 +347,7 @@ class TrainerResult:
             exit_code=None if code is None else int(code),
             detail=str(data.get("detail", "")),
             cause=Cause(data["cause"]) if data.get("cause") is not None else None,
+            no_space=data.get("no_space") is True,
         )
 
 

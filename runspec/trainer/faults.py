@@ -6,11 +6,18 @@ from an error's words. runspec's own errors carry their cause (`PeerHung`, a ren
 timed out); torch's distributed errors have types of their own. A CUDA runtime error, an ECC
 error and NCCL's or gloo's transport errors reach Python as a plain RuntimeError: torch gives
 them no type, so their words (torch's, NCCL's and gloo's own) are read here and nowhere else.
+
+A full disk is decided here too (`out_of_space`, kept as result.json's `no_space`): by an
+OSError's errno wherever it sits in the chain; a worker's error that reaches the DDP
+coordinator only as its traceback's last line is read from that line, here alone.
 """
 
 from __future__ import annotations
 
+import re
+
 from runspec.errors import Cause
+from runspec.store.room import NO_SPACE, is_no_space
 
 # torch.distributed's own error types (torch/distributed/__init__.py: DistError and its kin).
 TYPES: dict[str, Cause] = {
@@ -53,3 +60,27 @@ def cause_of_line(error_type: str, message: str) -> Cause | None:
     if error_type not in ("RuntimeError", "Exception", "TorchrunFailed", "ChildFailedError"):
         return None  # a typed error of LibreYOLO's or Python's: the run's own
     return next((cause for words, cause in WORDS if words in message), None)
+
+
+# A worker's OSError as the coordinator passes it on: "OSError: [Errno 28] No space left ..."
+_ERRNO_LINE = re.compile(r"^\[Errno (\d{1,5})\]")
+_OS_ERRORS = frozenset({"OSError", "IOError", "EnvironmentError"})
+
+
+def out_of_space(exc: BaseException) -> bool:
+    """Whether the error is a write that met a full disk (or quota): an OSError's errno, in
+    the exception or anything it was raised from or while handling."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if is_no_space(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def out_of_space_line(error_type: str, message: str) -> bool:
+    """The same, for a worker's error known only by its type's name and message."""
+    found = _ERRNO_LINE.match(message) if error_type in _OS_ERRORS else None
+    return found is not None and int(found.group(1)) in NO_SPACE
