@@ -178,7 +178,7 @@ def idle_figures(files: RunFiles, hourly_cost: float | None) -> dict[str, Any]:
         "after_training_s": idle.get("pushing", 0.0) + idle.get("finishing", 0.0),
         "idle_by_status": dict(idle),
     }
-    entered = [h["time"] for h in record.history if h.get("to") == "training"]
+    entered = [h.time for h in record.history if h.new == "training"]
     began = files.status.get("started_at")
     if entered and isinstance(began, str):
         figures["trainer_startup_s"] = parse_utc_iso(began) - parse_utc_iso(entered[0])

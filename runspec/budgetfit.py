@@ -17,8 +17,6 @@ the budget's stop at an epoch boundary stays the guard when the estimate was sho
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import Any
 
 from runspec.budget import (
     DEFAULT_UPLOAD_RATE,
@@ -29,6 +27,7 @@ from runspec.budget import (
     validates,
 )
 from runspec.spec.model import BudgetFit, Spec
+from runspec.store.entries import Fit
 from runspec.store.state import RunRecord
 
 # The profile times a few training steps and one checkpoint save: real epochs add the loader's
@@ -55,40 +54,6 @@ LEFT_FIGURE = "seconds_left"  # the budget left when the profile planned: one co
 START_FIGURE = "start_seconds"  # from the profile child's start to its last profiled step
 # The files the final push sends at the end of a validating last epoch: last.pt and best.pt.
 FINAL_CHECKPOINTS = 2
-
-
-@dataclass(frozen=True)
-class Fit:
-    epochs: int  # what LibreYOLO plans its schedule with
-    of: int  # the spec's train.epochs
-    epoch_s: float  # the profile's estimate of one training epoch's steps
-    save_s: float = 0.0  # and of one checkpoint save
-
-    @property
-    def fitted(self) -> bool:
-        return self.epochs < self.of
-
-    def line(self) -> str:
-        """What the preflight, status and the model card say about it."""
-        if self.fitted:
-            return (
-                f"your {self.of} epochs do not fit: training {self.epochs}, the schedule "
-                "fitted to them"
-            )
-        return f"all {self.of} epochs fit in the budget"
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: object) -> Fit | None:
-        if not isinstance(data, dict):
-            return None
-        try:
-            save_s = float(data.get("save_s", 0.0))
-            return cls(int(data["epochs"]), int(data["of"]), float(data["epoch_s"]), save_s)
-        except (KeyError, TypeError, ValueError):
-            return None
 
 
 def end_reserve(spec: Spec, checkpoint_bytes: int = 0) -> float:
@@ -211,11 +176,6 @@ def from_figures(spec: Spec, figure: Figure, seconds_left: float) -> Fit | None:
     return plan(spec, figure(PROFILE_FIGURE), *_measured(figure, seconds_left))
 
 
-def of_record(record: RunRecord) -> Fit | None:
-    return Fit.from_json(record.fit)
-
-
 def planned_epochs(spec: Spec, record: RunRecord) -> int:
     """The epochs the trainer is told: the fitted count, else the spec's."""
-    fit = of_record(record)
-    return fit.epochs if fit is not None else spec.train.epochs
+    return record.fit.epochs if record.fit is not None else spec.train.epochs

@@ -9,13 +9,14 @@ rebuilding it (the guide's 250 GB at $0.20 gives $0.0685/h and a break-even of a
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from runspec.clock import parse_utc_iso
 from runspec.providers import PROVIDERS
 from runspec.spec.model import Spec, StorageSpec
+from runspec.store.entries import HistoryEntry
 from runspec.store.record import RunCost
 from runspec.store.state import RunRecord, RunStatus
 
@@ -183,13 +184,18 @@ def run_cost(record: RunRecord, hourly_cost: float | None, now: float) -> RunCos
 
 
 def _time_in_statuses(
-    history: Iterable[Mapping[str, str]],
+    history: Iterable[HistoryEntry],
     start: float,
     end: float,
     statuses: frozenset[RunStatus],
 ) -> dict[str, float]:
     """Seconds spent in each of `statuses`, each status lasting until the next transition."""
-    steps = [(parse_utc_iso(h["time"]), h["to"]) for h in history if "time" in h and "to" in h]
+    steps: list[tuple[float, str]] = []
+    for entry in history:
+        try:
+            steps.append((parse_utc_iso(entry.time), entry.new))
+        except (ValueError, OverflowError):  # a pushed record's time that is no time
+            continue
     steps.sort(key=lambda step: step[0])
     wanted = {s.value for s in statuses}
     spent: dict[str, float] = {}

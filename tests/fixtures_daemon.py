@@ -11,8 +11,12 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from runspec.store.paths import RunPaths
 
 REPO = Path(__file__).resolve().parent.parent
 BOUND = 60.0  # every wait in these tests is bounded by this
@@ -213,7 +217,33 @@ def end_leftovers(state: Path) -> None:
             paths = layout.run_paths(job.name)
         except Exception:  # a folder that is no run's: nothing of ours runs for it
             continue
+        _await_watcher(paths)
         watcher.stop(paths)
         handle = TrainerHandle.find(paths)
         if handle is not None and handle.alive():
             handle.kill_now()
+
+
+WATCHER_START_S = 20.0  # a detached watcher's Python start, on a loaded two-core machine
+
+
+def _await_watcher(paths: RunPaths) -> None:
+    """A failsafe watcher armed for a run that has not ended (a daemon stopped just after it
+    armed one) writes its identity only once its Python is up: wait for it, so it can be
+    ended by its identity. A run that ended needs none: its watcher leaves on its own."""
+    from runspec.store.state import DamagedRecord, RecordStore, RunStatus
+
+    try:
+        armed = json.loads(paths.failsafe_file.read_text())
+        record = RecordStore(paths.state).load(paths.name)
+    except (OSError, ValueError, DamagedRecord):
+        return
+    if not (isinstance(armed, dict) and armed.get("armed") and armed.get("unit") == "watcher"):
+        return
+    if "fired" in armed:  # it fired and left
+        return
+    if record is None or record.status is RunStatus.FINISHED:
+        return
+    end = time.monotonic() + WATCHER_START_S
+    while not paths.failsafe_watch.exists() and time.monotonic() < end:
+        time.sleep(0.1)

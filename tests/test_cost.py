@@ -12,7 +12,7 @@ import pytest
 from runspec.cost import Choice, break_even_hours, choose, estimate, run_cost, stopped_hourly
 from runspec.spec.loader import load_spec, load_spec_text
 from runspec.spec.model import StorageSpec
-from runspec.store.state import RunRecord, RunStatus
+from runspec.store.state import HistoryEntry, RunRecord, RunStatus
 
 REPO = Path(__file__).resolve().parent.parent
 GUIDE = StorageSpec(
@@ -83,13 +83,13 @@ def test_run_cost_counts_billed_time_and_gpu_idle_seconds() -> None:
         started_at=t.format(0, 0),
         ended_at=t.format(50, 0),
         history=[
-            {"time": t.format(0, 0), "from": "queued", "to": "preflight", "reason": ""},
-            {"time": t.format(1, 0), "from": "preflight", "to": "staging", "reason": ""},
-            {"time": t.format(3, 0), "from": "staging", "to": "training", "reason": ""},
-            {"time": t.format(45, 0), "from": "training", "to": "stopping", "reason": ""},
-            {"time": t.format(46, 0), "from": "stopping", "to": "pushing", "reason": ""},
-            {"time": t.format(49, 30), "from": "pushing", "to": "finishing", "reason": ""},
-            {"time": t.format(50, 0), "from": "finishing", "to": "finished", "reason": ""},
+            HistoryEntry(t.format(0, 0), "queued", "preflight", ""),
+            HistoryEntry(t.format(1, 0), "preflight", "staging", ""),
+            HistoryEntry(t.format(3, 0), "staging", "training", ""),
+            HistoryEntry(t.format(45, 0), "training", "stopping", ""),
+            HistoryEntry(t.format(46, 0), "stopping", "pushing", ""),
+            HistoryEntry(t.format(49, 30), "pushing", "finishing", ""),
+            HistoryEntry(t.format(50, 0), "finishing", "finished", ""),
         ],
     )
     cost = run_cost(record, hourly_cost=3.60, now=0.0)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from runspec.store.state import unnamed_edges
+from runspec.store.state import RunRecord, unnamed_edges
 from tests.fixtures_daemon import DaemonProc, drop, wait_until
 from tests.fixtures_providers import StandIn, vast_answers_stopped
 from tests.fixtures_run import base_spec, merge
@@ -76,7 +76,7 @@ def test_a_live_trainer_under_a_damaged_record_is_driven_to_its_end_and_stopped(
     # Rebuilt with the run's own deadline, not the trainer's earlier stop time (issue 38).
     assert mended["deadline"] == before["deadline"], (before["deadline"], mended["deadline"])
     # Every status change went through the transition table, the rebuild by its named edge.
-    assert unnamed_edges(mended["history"]) == [], mended["history"]
+    assert unnamed_edges(RunRecord.from_json(mended).history) == [], mended["history"]
     assert [h["via"] for h in mended["history"] if "via" in h] == ["rebuild"], mended["history"]
     push = mended["last_push"]
     assert isinstance(push, dict) and push["final"] and push["epoch"] == EPOCHS > pushed_at

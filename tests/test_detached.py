@@ -19,7 +19,7 @@ from runspec.machine import failsafe, watcher
 from runspec.run.accept import accept
 from runspec.spec.loader import load_spec_text
 from runspec.store.state import RecordStore, RunStatus
-from tests.fixtures_daemon import REPO, drop, spec_text, wait_until
+from tests.fixtures_daemon import REPO, drop, end_leftovers, spec_text, wait_until
 from tests.fixtures_providers import StandIn, VastInstance
 from tests.fixtures_push import write_checkpoint
 
@@ -137,6 +137,32 @@ def test_the_failsafe_watcher_outlives_runspec_and_stops_the_machine(
     fired = json.loads(paths.failsafe_file.read_text())["fired"]
     assert fired["result"]["action"] == "stop" and fired["result"]["ok"]
     assert "the run is still training past deadline + overrun" in paths.failsafe_log.read_text()
+
+
+def test_a_watcher_armed_just_before_the_cleanup_is_ended_by_it(tmp_path: Path) -> None:
+    """A daemon stopped just after it armed a run's failsafe (the inbox fuzz test's last
+    probe): the detached watcher has not written its identity yet when the test's cleanup
+    (end_leftovers) looks. It used to outlive the whole suite; the cleanup waits for it."""
+    state = tmp_path / "state"
+    spec = load_spec_text(spec_text("armed"), "armed.yaml")
+    record = accept(spec, state)
+    record.status = RunStatus.PREFLIGHT  # as a stopped daemon leaves a run it had started
+    record.started_at = utc_iso(time.time())
+    record.deadline = utc_iso(time.time() + 600)
+    RecordStore(state).save(record)
+    paths = RecordStore(state).layout.run_paths("armed")
+    armed = failsafe.arm(spec, paths, record, root=tmp_path)  # no systemd there: a watcher
+    assert armed.armed and armed.unit == "watcher", armed
+    try:
+        end_leftovers(state)
+        wait_until(
+            lambda: "failsafe watcher for armed: stopped" in paths.failsafe_log.read_text(),
+            timeout=30,
+            what="the watcher's stop",
+        )
+    finally:  # on the old cleanup: end it here, by its identity once it wrote one
+        wait_until(lambda: "fires at" in paths.failsafe_log.read_text(), 30, "its start")
+        watcher.stop(paths)
 
 
 def test_detach_starts_from_a_folder_that_holds_a_folder_named_runspec(tmp_path: Path) -> None:

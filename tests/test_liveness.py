@@ -144,6 +144,30 @@ def test_an_outage_counts_from_the_start_of_the_first_read_that_failed() -> None
     assert memory.failing_since[REPO] == 1_800_000_000.0
 
 
+def test_two_watchers_sharing_a_memory_file_each_keep_what_they_learned(tmp_path: Path) -> None:
+    # Two `runspec watch` processes on one machine, one state folder: each keeps its memory
+    # in the same watch-memory.json. Each saves in turn; neither forgets the other's outage.
+    path = tmp_path / "watch-memory.json"
+    one, two = Memory(), Memory()
+    one.keep_in(path)
+    two.keep_in(path)
+    one.failed("me/a", 1000.0)
+    two.failed("me/b", 2000.0)
+    assert one.cleared("me/a", 1100.0, "c" * 40) == 100.0  # owed to me/a's box from now on
+    two.failed("me/c", 3000.0)
+    later = Memory()  # the next --once pass, a new process
+    later.keep_in(path)
+    assert later.failing_since == {"me/b": 2000.0, "me/c": 3000.0}
+    assert later.owed == {"me/a": (100.0, "c" * 40)}
+    # A repo one watcher cleared is cleared for all: the other's save does not bring it back.
+    assert two.cleared("me/b", 2050.0, None) == 50.0
+    one.failed("me/d", 4000.0)
+    again = Memory()
+    again.keep_in(path)
+    assert again.failing_since == {"me/c": 3000.0, "me/d": 4000.0}
+    assert again.owed == {"me/a": (100.0, "c" * 40), "me/b": (50.0, None)}
+
+
 def test_a_renewal_is_tried_again_through_500s_and_429s(
     hub_server: HubServer, tmp_path: Path
 ) -> None:

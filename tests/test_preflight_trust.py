@@ -14,6 +14,7 @@ import pytest
 
 from runspec.checkresult import CheckResult
 from runspec.preflight.report import PreflightReport
+from tests.fixtures_run import SpecWriter, finish_run, start_run
 from tests.hubserver import HubServer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -171,6 +172,30 @@ def test_a_repo_holding_an_earlier_run_of_the_same_name_is_refused_before_traini
     code, checks = _preflight(tmp_path, body % ", reuse: true", name="again")
     assert checks["push"]["status"] == "pass", checks["push"]
     assert not (tmp_path / "state").exists()  # `runspec preflight` creates no folder
+
+
+def test_a_run_refused_for_an_earlier_runs_repo_writes_nothing_there_not_even_its_lease(
+    tmp_path: Path, hub_server: HubServer, write_spec: SpecWriter
+) -> None:
+    # The lease's first renewal is made before the preflight (a box that hangs there is
+    # watched too): it used to land in the earlier run's repo before the preflight refused it.
+    earlier = {"name": "again", "spec_sha256": "0" * 64, "started_at": "2026-01-02T03:04:05Z"}
+    hub_server.put_file("org/again", "runspec/record.json", json.dumps(earlier).encode(), "model")
+    head = hub_server.put_file("org/again", "weights/best.pt", b"earlier weights", "model")
+    assert head == hub_server.repo("org/again").sha
+    spec = write_spec(
+        "again",
+        epochs=1,
+        push={"hub": {"repo": "org/again"}},
+        watch={"lease": "10s"},
+        finish={"action": "none"},
+    )
+    code, out = finish_run(start_run(spec, tmp_path / "state"), timeout=300)
+    assert code != 0, out
+    assert "holds an earlier run also named 'again'" in out, out
+    assert "no lease in org/again yet" not in out, out  # the run said why, not a Hub fault
+    assert hub_server.repo("org/again").sha == head, hub_server.files("org/again")
+    assert "runspec/lease.json" not in hub_server.files("org/again")
 
 
 def test_the_record_names_the_run_when_no_manifest_does(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runspec.store.state import unnamed_edges
+from runspec.store.state import RunRecord, unnamed_edges
 from tests.fixtures_run import RUNSPEC, SpecWriter, finish_run, record_of, start_run
 from tests.hubserver import HubServer
 
@@ -63,7 +63,7 @@ def test_a_run_left_unverified_is_pushed_and_verified_later(
     assert finished["status"] == "finished"
     # Back to its finish by the table's named move, and every other move the table's too.
     assert [h.get("via") for h in finished["history"][-2:]] == ["refinish", None]
-    assert unnamed_edges(finished["history"]) == [], finished["history"]
+    assert unnamed_edges(RunRecord.from_json(finished).history) == [], finished["history"]
 
     again = _push(state, hub_env, "nosuch")
     assert again.returncode == 2 and "no run named 'nosuch'" in again.stderr, again.stderr

@@ -14,7 +14,7 @@ import pytest
 
 from runspec.clock import parse_utc_iso
 from runspec.store.paths import StateLayout
-from runspec.store.state import unnamed_edges
+from runspec.store.state import RunRecord, unnamed_edges
 from runspec.trainer.launcher import TrainerHandle
 from tests.fixtures_daemon import DaemonProc, end_leftovers, runspec_cli
 from tests.fixtures_run import SpecWriter, finish_run, record_of, start_run, wait_record
@@ -99,7 +99,7 @@ def test_a_killed_run_resumes_on_a_fresh_disk_from_the_hub_inside_its_first_budg
     # The first attempt's story came with it.
     assert any(h["to"] == "training" for h in two["history"][: len(one["history"])])
     # Every status change on both machines went through the transition table (issue 38).
-    assert unnamed_edges(two["history"]) == [], two["history"]
+    assert unnamed_edges(RunRecord.from_json(two).history) == [], two["history"]
     assert [h.get("via") for h in two["history"]].count("resume") == 1, two["history"]
     assert _pushed_record(hub_server, "me/spans")["termination"] == "completed"
 
@@ -134,7 +134,7 @@ def test_an_interrupted_run_resumes_here_with_a_new_budget_said_in_one_line(
     assert two["termination"] == "completed" and two["epoch"] == 4, two
     assert f"epoch {one['epoch']}/4" not in out, out[-4000:]
     assert two["deadline"] != one["deadline"]
-    assert unnamed_edges(two["history"]) == [], two["history"]
+    assert unnamed_edges(RunRecord.from_json(two).history) == [], two["history"]
 
 
 def test_resume_refuses_where_nothing_can_be_resumed(

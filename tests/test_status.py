@@ -10,10 +10,10 @@ import threading
 import time
 from pathlib import Path
 
-from runspec.budgetfit import Fit
 from runspec.clock import SYSTEM, parse_utc_iso, utc_iso
 from runspec.run.accept import accept
 from runspec.spec.loader import load_spec_text
+from runspec.store.entries import Fit
 from runspec.store.state import PushRecord, RecordStore, RunStatus
 from runspec.trainer import control, firststep
 from runspec.trainer.control import EpochMarker
@@ -107,7 +107,7 @@ def test_status_says_the_fitted_schedule_and_the_time_to_the_first_step(tmp_path
     store = RecordStore(state)
     record = store.load("fitted")
     assert record is not None and record.queued_at is not None
-    record.fit = Fit(epochs=38, of=100, epoch_s=540.0).to_json()
+    record.fit = Fit(epochs=38, of=100, epoch_s=540.0)
     record.total_epochs = 38
     store.save(record)
     out = runspec_cli("status", "--state", str(state))

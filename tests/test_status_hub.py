@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from runspec.push.endconfirm import end_doc
 from tests.fixtures_run import RUNSPEC, SpecWriter, finish_run, record_of, start_run
 from tests.hubserver import HubServer
 
@@ -61,13 +62,33 @@ def test_status_hub_lists_two_finished_runs_and_a_second_call_downloads_nothing(
         path_in_repo="runspec/lease.json",
         repo_id="me/fleet-b",
     )
+    # ... and saw its instance stopped: the end's confirmation, as runspec.push.endconfirm
+    # writes it (from the watcher: runspec.watch.endedby).
+    end = end_doc("fleet-b", "watch", "stop", {"provider": "vast", "instance": "42"}, 0.0)
+    HfApi().upload_file(
+        path_or_fileobj=json.dumps(end).encode(),
+        path_in_repo="runspec/end.json",
+        repo_id="me/fleet-b",
+    )
     env = {**hub_env, "XDG_CACHE_HOME": str(tmp_path / "laptop-cache")}
 
     before = hub_server.count("resolve")
     done = _status(env, "--json")
     assert done.returncode == 0, done.stdout + done.stderr
-    rows = {row["repo"]: row for row in json.loads(done.stdout)}
+    fleet = json.loads(done.stdout)  # one object, as `status --json` is
+    assert fleet["org"] == "me" and fleet["count"] == 2 and fleet["under_way"] == 0, fleet
+    assert fleet["reason"] is None
+    rows = {row["repo"]: row for row in fleet["runs"]}
     assert set(rows) == {"me/fleet-a", "me/fleet-b"}, rows
+    assert rows["me/fleet-a"]["end"] is None  # finish: none, nothing to confirm
+    assert rows["me/fleet-b"]["end"] == {
+        "action": "stop",
+        "by": "watch",
+        "at": "1970-01-01T00:00:00+00:00",
+        "provider": "vast",
+        "instance": "42",
+        "state": None,
+    }
     for repo, row in rows.items():
         assert row["state"] == "completed" and row["epoch"] == 1, row
         # The receipt the final push left says what the run was billed.
@@ -86,6 +107,7 @@ def test_status_hub_lists_two_finished_runs_and_a_second_call_downloads_nothing(
     assert "budget left" not in again.stdout, again.stdout
     assert "stopped by watch: lease expired at 2026-01-01T00:05:00Z" in again.stdout
     assert "me/fleet-a  completed  epoch 1/1  pushed epoch 1" in again.stdout, again.stdout
+    assert "stop confirmed by the watch at 1970-01-01T00:00:00+00:00" in again.stdout, again.stdout
 
     # Issue 38: `runspec rm` frees the name and says what happens to the repo; the same spec
     # run again under it is refused before it trains (its preflight), and its final push of
@@ -139,7 +161,7 @@ def test_one_hostile_record_is_one_unreadable_row_and_every_other_run_is_listed(
     for repo in ("me/typed", "me/deep", "me/nan"):
         assert f"{repo}  unreadable record" in shown.stdout, shown.stdout
     assert "\x1b" not in shown.stdout and "training\\x1b[2J" in shown.stdout
-    rows = {row["repo"]: row for row in json.loads(_status(env, "--json").stdout)}
+    rows = {row["repo"]: row for row in json.loads(_status(env, "--json").stdout)["runs"]}
     assert rows["me/typed"]["state"] == "unreadable record" and rows["me/typed"]["epoch"] is None
 
 
@@ -195,3 +217,27 @@ def test_a_run_whose_final_push_carries_its_record_is_counted_ended_with_no_budg
     shown = lines("me", [done, live])
     assert shown[0] == "2 runs of me on the Hub: 1 under way"
     assert "budget left" not in shown[1] and "budget left" in shown[2]
+
+
+def test_an_end_confirmation_is_shown_as_runspec_wrote_it_and_nothing_else() -> None:
+    from runspec.views.hubfleet import fleet_json, lines, row
+
+    record = {"name": "r", "status": "finished", "termination": "completed", "epoch": 3}
+    end = end_doc("r", "box", "destroy", {"provider": "vast", "state": "gone"}, 0.0)
+    shown = row("me/r", "b" * 40, {"record": record, "end": end}, 0.0, False)
+    assert shown["end"] is not None and shown["end"]["state"] == "gone"
+    assert lines("me", [shown])[1].endswith(
+        "destroy confirmed by the box at 1970-01-01T00:00:00+00:00"
+    )
+    for hostile in (
+        {**end, "confirmed": "yes"},
+        {**end, "action": "\x1b[2Jstop"},
+        {**end, "by": "someone"},
+        {**end, "at": ["now"]},
+        ["destroy"],
+    ):
+        shown = row("me/r", "b" * 40, {"record": record, "end": hostile}, 0.0, False)
+        assert shown["end"] is None and "confirmed" not in lines("me", [shown])[1], hostile
+    # An org with no run: the object says why its list is empty.
+    empty = fleet_json("me", [])
+    assert empty["runs"] == [] and empty["reason"] == lines("me", [])[0]

@@ -12,7 +12,7 @@ from runspec.clock import SYSTEM, utc_iso
 from runspec.run.accept import accept
 from runspec.spec.loader import load_spec_text
 from runspec.store.paths import StateLayout
-from runspec.store.state import RecordStore, RunStatus, Termination
+from runspec.store.state import HistoryEntry, RecordStore, RunStatus, Termination
 from tests.fixtures_daemon import runspec_cli, spec_text
 
 
@@ -98,9 +98,7 @@ def test_status_after_a_resume_shows_no_lease_of_the_attempt_before_as_current(
     assert record is not None
     now = SYSTEM.time()
     record.status = RunStatus.TRAINING  # as run.resume leaves it
-    record.history.append(
-        {"time": utc_iso(now - 60), "from": "finished", "to": "training", "reason": "resumed"}
-    )
+    record.history.append(HistoryEntry(utc_iso(now - 60), "finished", "training", "resumed"))
     store.save(record)
     lease = StateLayout(state).run_paths("again").lease_file
     closed = {"state": "finished", "renewed_at": utc_iso(now - 3600), "final_verified": True}

@@ -15,6 +15,7 @@ from runspec.clock import ManualClock, utc_iso
 from runspec.run.accept import accept
 from runspec.run.rebuild import rebuilt_record
 from runspec.spec.loader import load_accepted
+from runspec.store.entries import Fit, HistoryEntry
 from runspec.store.finishrecord import EndAction
 from runspec.store.paths import RunPaths
 from runspec.store.state import (
@@ -126,7 +127,7 @@ def test_a_move_back_is_taken_only_by_its_name(
     store.transition(record, new, "named", via=via)
     saved = store.load("r")
     assert saved is not None and saved.status is new and saved.ended_at is None
-    assert saved.history[-1]["via"] == via.value and unnamed_edges(saved.history) == []
+    assert saved.history[-1].via == via.value and unnamed_edges(saved.history) == []
 
 
 def test_an_older_record_loads_and_its_unnamed_moves_are_found() -> None:
@@ -149,7 +150,7 @@ def test_an_older_record_loads_and_its_unnamed_moves_are_found() -> None:
     assert record.status is S.FINISHING and record.finish is not None
     assert record.finish.action is EndAction.STOP
     assert record.to_json()["finish"]["action"] == "stop"
-    assert [h["from"] for h in unnamed_edges(record.history)] == ["damaged", "finished"]
+    assert [h.old for h in unnamed_edges(record.history)] == ["damaged", "finished"]
     # The marks are typed, and written back as the same objects.
     assert record.terminal == Terminal("dataset: no repo org/x", "2026-12-01T00:00:00+00:00")
     assert record.rebuilt is not None and record.rebuilt.kept_as == "record.damaged-x.json"
@@ -172,6 +173,61 @@ def test_an_older_record_loads_and_its_unnamed_moves_are_found() -> None:
     for hostile in ({**cost, "usd": "free"}, {**cost, "idle_by_status": {"x": True}}, {"usd": 1}):
         with pytest.raises(TypeError, match="cost"):
             RunRecord.from_json({**old, "cost": hostile})
+
+
+def test_the_fit_and_the_history_are_typed_read_strictly_and_written_as_before(
+    tmp_path: Path,
+) -> None:
+    """`fit` and `history` are typed (store.entries), read strictly as outside data (a record
+    comes back from the Hub too), and written as the same JSON objects an older runspec wrote
+    and reads."""
+    steps = [
+        {"time": "2026-12-01T00:00:00+00:00", "from": "queued", "to": "preflight", "reason": "a"},
+        {
+            "time": "2026-12-01T00:10:00+00:00",
+            "from": "finished",
+            "to": "training",
+            "reason": "resumed",
+            "via": "resume",
+        },
+    ]
+    old = {"name": "r", "spec_sha256": "0" * 64, "status": "training", "history": steps}
+    old["fit"] = {"epochs": 14, "of": 40, "epoch_s": 2.5}  # an older record: no save_s
+    record = RunRecord.from_json(json.loads(json.dumps(old)))
+    assert record.fit == Fit(epochs=14, of=40, epoch_s=2.5, save_s=0.0)
+    assert "training 14, the schedule fitted" in record.fit.line()
+    assert record.history[1] == HistoryEntry(
+        steps[1]["time"], "finished", "training", "resumed", via="resume"
+    )
+    back = record.to_json()
+    assert back["history"] == steps and back["fit"] == {**old["fit"], "save_s": 0.0}
+    store = RecordStore(tmp_path)
+    store.save(record)
+    assert store.load("r") == record
+    for fit in (
+        {**old["fit"], "epochs": "14"},
+        {**old["fit"], "of": True},
+        {"epochs": 3},
+        {**old["fit"], "lr": 0.1},
+        {**old["fit"], "epoch_s": None},
+        [14],
+        "14",
+    ):
+        with pytest.raises(TypeError, match="fit"):
+            RunRecord.from_json({**old, "fit": fit})
+    for entry in (
+        {**steps[0], "time": 5},
+        {**steps[0], "via": ["resume"]},
+        {"from": "queued"},
+        {**steps[0], "by": "hand"},
+        "queued -> preflight",
+        None,
+    ):
+        with pytest.raises(TypeError, match="history entry"):
+            RunRecord.from_json({**old, "history": [steps[0], entry]})
+    # A record with neither (no fit planned, a record made before its first move) still loads.
+    bare = RunRecord.from_json({"name": "r", "spec_sha256": "0" * 64, "fit": None})
+    assert bare.fit is None and bare.history == [] and bare.to_json()["fit"] is None
 
 
 def _job_folder(write_spec: SpecWriter, tmp_path: Path) -> RunPaths:

@@ -171,7 +171,9 @@ def run(args: argparse.Namespace) -> Outcome:
         # The off-box dead-man's switch: this run vouches for itself on the Hub while it lives.
         drive.start()  # the lease's first renewal makes the repo: watched before anything slow
         renewer = drive.renewer
-        if renewer is not None and not renewer.first(min(renewer.interval, FIRST_LEASE_WAIT_S)):
+        wait = min(renewer.interval, FIRST_LEASE_WAIT_S) if renewer is not None else 0.0
+        # A run its repo refuses gets no lease there: its renewer said why, once.
+        if renewer is not None and not renewer.first(wait) and renewer.refused is None:
             progress(warning(f"no lease in {renewer.repo} yet: tried again meanwhile"))
         try:
             record = lifecycle.run()

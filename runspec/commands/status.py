@@ -59,11 +59,11 @@ def _str(value: object) -> str | None:
 def _hub(args: argparse.Namespace) -> Outcome:
     from runspec.clock import SYSTEM
     from runspec.push.fleetread import fleet
-    from runspec.views.hubfleet import lines
+    from runspec.views.hubfleet import fleet_json, lines
 
     rows = fleet(args.hub, SYSTEM.time())
     if args.format == "json":
-        print_json(rows)
+        print_json(fleet_json(args.hub, rows))
     else:
         for line in lines(args.hub, rows):
             print(line)

@@ -15,7 +15,6 @@ from typing import Any
 
 import yaml
 
-from runspec.budgetfit import of_record
 from runspec.clock import human_duration
 from runspec.cost import usd_text
 from runspec.printable import printable
@@ -127,7 +126,7 @@ def _image_size(spec: Spec, paths: RunPaths) -> str:
 
 
 def _schedule(record: RunRecord) -> list[tuple[str, str]]:
-    fit = of_record(record)
+    fit = record.fit
     if fit is None or not fit.fitted:
         return []
     return [("schedule", f"{fit.line()} (budget.fit)")]

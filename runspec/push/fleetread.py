@@ -6,9 +6,10 @@ Every run's repo carries the `runspec` tag from its first push (its first card) 
 filter="runspec")` with each repo's head commit; each record is then read at that commit and
 kept in the user's cache under the commit's sha, so a repo that did not change costs no
 download. The pushed provenance says which commit of which spec the run came from, and the
-receipt (after the final push) what it was billed. A watcher's lease beside it
-(`runspec/lease.json`, issue 22's `runspec watch`) says when a box was stopped by the watch,
-and why.
+receipt (after the final push) what it was billed, and the end's confirmation beside it
+(`runspec/end.json`, runspec.push.endconfirm) that the machine's stop or destroy was seen done.
+A watcher's lease beside it (`runspec/lease.json`, issue 22's `runspec watch`) says when a box
+was stopped by the watch, and why.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from runspec.errors import RunspecError
 from runspec.hubreach import endpoint_set
 from runspec.hubread import HostileFile, HubReadError, file_json, within
 from runspec.push.base import one_line
-from runspec.push.remote import LEASE, PROVENANCE, RECEIPT, RECORD
+from runspec.push.remote import END, LEASE, PROVENANCE, RECEIPT, RECORD
 from runspec.store.atomic import write_json_atomic
 from runspec.views.hubfleet import TAG, row
 
@@ -44,7 +45,13 @@ def _read_at(repo: str, sha: str) -> dict[str, Any]:
     """The record and the lease of `repo` at commit `sha` (None where absent), each read by the
     one capped, strict reader of Hub files; a file it refuses is named under "unreadable"."""
     found: dict[str, Any] = {}
-    files = (("record", RECORD), ("lease", LEASE), ("provenance", PROVENANCE), ("receipt", RECEIPT))
+    files = (
+        ("record", RECORD),
+        ("lease", LEASE),
+        ("provenance", PROVENANCE),
+        ("receipt", RECEIPT),
+        ("end", END),
+    )
     for key, path in files:
         try:
             value = file_json(repo, path, sha)
@@ -65,7 +72,7 @@ def _cached(repo: str, sha: str, cache: Path) -> tuple[dict[str, Any], bool]:
     path = cache / repo.replace("/", "--") / f"{sha}.json"
     try:
         data = json.loads(path.read_text())
-        if isinstance(data, dict):
+        if isinstance(data, dict) and "end" in data:  # one an older runspec kept has no end
             return data, True
     except (OSError, ValueError):
         pass

@@ -121,15 +121,8 @@ class HubTarget(PushTarget):
             exists = api.repo_exists(repo, repo_type="model")
         except (HfHubHTTPError, OSError) as exc:
             return failed("push", f"cannot ask the Hub about {repo}: {one_line(exc)}", "")
-        if exists and not spec.push.hub.reuse:
-            taken = held_elsewhere(
-                f"model repo {repo}", spec.name, lambda path: _small_file(repo, path)
-            )
-            if taken is not None:
-                return failed("push", taken, REUSE_FIX)
-            earlier = _earlier(repo, paths)
-            if earlier is not None:
-                return failed("push", earlier, EARLIER_FIX)
+        if exists and (refused := not_this_runs(spec, paths)) is not None:
+            return failed("push", *refused)
         user = f"{who['name']}'s token" if who and who.get("name") else "the token"
         made = "with the run's first lease" if spec.watch.lease else "at the first push"
         private = "private" if spec.push.hub.private else "public"
@@ -314,6 +307,22 @@ def _small_file(repo: str, path: str) -> bytes | None:
         return fetch(hf_hub_url(repo, path, endpoint=endpoint_set()), max_bytes=MAX_BYTES)
     except HubReadError:
         return None
+
+
+def not_this_runs(spec: Spec, paths: RunPaths) -> tuple[str, str] | None:
+    """Why the run may not write to its repo, which exists: it holds another run's files, or
+    an earlier run's of the same name; (why, fix), or None when it may (push.hub.reuse says
+    so, or the repo holds no other run). The preflight's refusal, and the lease's (its first
+    renewal comes before the preflight: runspec.watch.renew)."""
+    assert spec.push is not None and spec.push.hub is not None
+    repo = spec.push.hub.repo
+    if spec.push.hub.reuse:
+        return None
+    taken = held_elsewhere(f"model repo {repo}", spec.name, lambda path: _small_file(repo, path))
+    if taken is not None:
+        return taken, REUSE_FIX
+    earlier = _earlier(repo, paths)
+    return (earlier, EARLIER_FIX) if earlier is not None else None
 
 
 def _earlier(repo: str, paths: RunPaths) -> str | None:

@@ -289,7 +289,7 @@ class Lifecycle:
         left = deadline_of(self.record) - self.clock.time()
         fit = budgetfit.from_figures(self.spec, figure, left)
         if fit is not None and self.record.fit is None:  # a resume keeps the schedule it had
-            self.owner.fitted(fit.to_json(), fit.epochs)
+            self.owner.fitted(fit)
             self.say(f"budget: {fit.line()}")
 
     def pusher(self) -> Pusher | None:

@@ -19,11 +19,11 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.errors import Cause, UsageError
 from runspec.store.atomic import write_bytes
+from runspec.store.entries import Fit
 from runspec.store.finishrecord import FinishRecord
 from runspec.store.hint import command
 from runspec.store.locks import FileLock, Holder, holder
@@ -249,10 +249,10 @@ class RunOwner:
             self.record.cost = RunCost.from_json(cost.to_json())  # kept as it is written
             self.save()
 
-    def fitted(self, fit: dict[str, Any], epochs: int) -> None:
+    def fitted(self, fit: Fit) -> None:
         """The schedule fitted to the budget (runspec.budgetfit): the epochs LibreYOLO plans."""
         with self._lock:
-            self.record.fit, self.record.total_epochs = fit, epochs
+            self.record.fit, self.record.total_epochs = fit, fit.epochs
             self.save()
 
     def finish_noted(self, finish: FinishRecord) -> None:

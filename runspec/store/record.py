@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from runspec.errors import Cause
+from runspec.store.entries import Fit, HistoryEntry
 from runspec.store.finishrecord import FinishRecord
 
 
@@ -195,9 +196,8 @@ class RunRecord:
     finish: FinishRecord | None = None  # how far its own finish got (runspec.machine.endgame)
     cost: RunCost | None = None  # reckoned once, at the final push (runspec.cost)
     disk_full: DiskFull | None = None  # set while a write failed for want of space
-    # The schedule fitted to the budget (runspec.budgetfit.Fit); None: train.epochs stands.
-    fit: dict[str, Any] | None = None
-    history: list[dict[str, str]] = field(default_factory=list)
+    fit: Fit | None = None  # the schedule fitted to the budget; None: train.epochs stands
+    history: list[HistoryEntry] = field(default_factory=list)  # only store.state.move adds
     # The spec rules (runspec.spec.rules.RULES_VERSION) it was accepted under; None: before 1.
     spec_rules: int | None = None
     terminal: Terminal | None = None  # a permanent failure: never resumed
@@ -212,6 +212,8 @@ class RunRecord:
         data["cause"] = self.cause.value if self.cause else None
         data["finish"] = self.finish.to_json() if self.finish is not None else {}
         data["cost"] = self.cost.to_json() if self.cost is not None else {}
+        data["fit"] = self.fit.to_json() if self.fit is not None else None
+        data["history"] = [entry.to_json() for entry in self.history]
         return data
 
     @classmethod
@@ -242,8 +244,7 @@ class RunRecord:
                 raise TypeError(f"{key} is not an object")
         kwargs["finish"] = FinishRecord.from_json(kwargs.get("finish") or {})
         kwargs["cost"] = RunCost.from_json(kwargs["cost"]) if kwargs.get("cost") else None
-        if not isinstance(kwargs.get("fit"), dict | None):
-            raise TypeError("fit is not an object")
+        kwargs["fit"] = Fit.from_json(kwargs["fit"]) if kwargs.get("fit") is not None else None
         marks: tuple[tuple[str, Any], ...] = (
             ("terminal", Terminal),
             ("rebuilt", Rebuilt),
@@ -254,4 +255,5 @@ class RunRecord:
                 kwargs[key] = mark.from_json(kwargs[key])
         if not isinstance(kwargs.get("history", []), list):
             raise TypeError("history is not a list")
+        kwargs["history"] = [HistoryEntry.from_json(h) for h in kwargs.get("history", [])]
         return cls(**kwargs)

@@ -19,6 +19,7 @@ from pathlib import Path
 from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.errors import RunspecError
 from runspec.store.atomic import write_json_atomic
+from runspec.store.entries import Fit, HistoryEntry
 from runspec.store.paths import StateLayout
 from runspec.store.record import (
     RECORD_SCHEMA,
@@ -43,6 +44,8 @@ __all__ = [
     "Damaged",
     "DamagedRecord",
     "DiskFull",
+    "Fit",
+    "HistoryEntry",
     "PushRecord",
     "Rebuilt",
     "RecordStore",
@@ -109,9 +112,9 @@ def named(old: str, new: str, via: str | None = None) -> bool:
         return False
 
 
-def unnamed_edges(history: list[dict[str, str]]) -> list[dict[str, str]]:
+def unnamed_edges(history: list[HistoryEntry]) -> list[HistoryEntry]:
     """The entries of a record's history whose move the table does not name."""
-    return [h for h in history if not named(h.get("from", ""), h.get("to", ""), h.get("via"))]
+    return [h for h in history if not named(h.old, h.new, h.via)]
 
 
 def move(
@@ -135,8 +138,8 @@ def move(
     when = utc_iso(now)
     record.ended_at = when if new is RunStatus.FINISHED else None
     record.reason = reason
-    entry = {"time": when, "from": old.value, "to": new.value, "reason": reason}
-    record.history.append(entry | ({"via": via.value} if via else {}))
+    entry = HistoryEntry(when, old.value, new.value, reason, via.value if via else None)
+    record.history.append(entry)
     return old
 
 

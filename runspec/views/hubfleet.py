@@ -1,5 +1,6 @@
-"""`runspec status --hub ORG`: one row per run repo, from its record and lease as read at
-its head commit (runspec.push.fleetread reads them), and the lines people see."""
+"""`runspec status --hub ORG`: one row per run repo, from its record, lease, receipt and end's
+confirmation as read at its head commit (runspec.push.fleetread reads them), the lines people
+see and the object `--json` prints."""
 
 from __future__ import annotations
 
@@ -79,6 +80,21 @@ def _billed(receipt: Any) -> float | None:
     return float(usd) if math.isfinite(usd) and usd >= 0 else None
 
 
+ENDS = frozenset({"stop", "destroy"})  # what an end's confirmation confirms (push.endconfirm)
+
+
+def _end(doc: Any) -> dict[str, str | None] | None:
+    """The end's confirmation (`runspec/end.json`) as runspec.push.endconfirm writes it: who
+    saw which end, when, of which instance; None for anything else."""
+    if not isinstance(doc, dict) or doc.get("confirmed") is not True:
+        return None
+    action, by, at = doc.get("action"), doc.get("by"), _text(doc.get("at"))
+    if action not in ENDS or by not in ("box", "watch") or at is None:
+        return None
+    out = {"action": action, "by": by, "at": at}
+    return out | {key: _text(doc.get(key)) for key in ("provider", "instance", "state")}
+
+
 def row(repo: str, sha: str, data: dict[str, Any], now: float, hit: bool) -> dict[str, Any]:
     raw = data.get("record")
     record = _typed(raw) if raw is not None else {}
@@ -117,15 +133,28 @@ def row(repo: str, sha: str, data: dict[str, Any], now: float, hit: bool) -> dic
         "source": _source(data.get("provenance")),
         "billed_usd": _billed(data.get("receipt")),
         "stopped_by_watch": None if ended is None else str(ended.get("reason", ""))[:256],
+        "end": _end(data.get("end")),
         "vouched_until": _text(vouched),
         "cached": hit,
     }
 
 
+def _none(org: str) -> str:
+    return f"no runs of {printable(org)} on the Hub (no model repo tagged {TAG!r})"
+
+
+def fleet_json(org: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """`status --hub ORG --json`: one object, as `status --json` is; `reason` says why the
+    list is empty (None when it is not)."""
+    going = sum(1 for row in rows if row.get("under_way"))
+    reason = None if rows else _none(org)
+    return {"org": org, "count": len(rows), "under_way": going, "runs": rows, "reason": reason}
+
+
 def lines(org: str, rows: list[dict[str, Any]]) -> list[str]:
     """The table for people."""
     if not rows:
-        return [f"no runs of {printable(org)} on the Hub (no model repo tagged {TAG!r})"]
+        return [_none(org)]
     going = sum(1 for row in rows if row.get("under_way"))
     out = [f"{len(rows)} runs of {printable(org)} on the Hub: {going} under way"]
     for row in rows:
@@ -140,5 +169,7 @@ def lines(org: str, rows: list[dict[str, Any]]) -> list[str]:
         source = f"from {came['path']}@{came['commit'][:12]}" if came else ""
         watch = f"stopped by watch: {row['stopped_by_watch']}" if row["stopped_by_watch"] else ""
         parts = [row["repo"], row["state"], epoch, pushed, budget, cost, source, watch]
+        if (end := row.get("end")) is not None:
+            parts.append(f"{end['action']} confirmed by the {end['by']} at {end['at']}")
         out.append(printable("  ".join(p for p in parts if p)))
     return out

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 
-from runspec.budgetfit import of_record
 from runspec.clock import SYSTEM, Clock, human_duration
 from runspec.cost import settled_cost, usd_text
 from runspec.spec.model import Spec
@@ -106,7 +105,7 @@ def summary_lines(
         f"  time: {human_duration(cost.billed_s)} billed{usd}; GPU idle "
         f"{human_duration(cost.gpu_idle_s)} (preflight, staging, final push, finish){to_step}"
     )
-    fit = of_record(record)
+    fit = record.fit
     if fit is not None and fit.fitted:
         lines.append(f"  schedule: {fit.line()} (budget.fit)")
     finish = record.finish

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from runspec.budget import eval_interval_of, last_epoch_in_budget
-from runspec.budgetfit import of_record
 from runspec.clock import parse_utc_iso
 from runspec.cost import settled_cost
 from runspec.errors import RunspecError
@@ -108,8 +107,8 @@ def _lease(paths: RunPaths, record: RunRecord) -> dict[str, Any] | None:
 
 def resumed_at(record: RunRecord) -> str | None:
     """When the run was last resumed: its last step out of `finished` (UTC); None if never."""
-    steps = [h.get("time") for h in record.history if h.get("from") == RunStatus.FINISHED.value]
-    return next((t for t in reversed(steps) if isinstance(t, str)), None)
+    steps = [h.time for h in record.history if h.old == RunStatus.FINISHED.value]
+    return steps[-1] if steps else None
 
 
 def _before(when: str, than: str) -> bool:
@@ -177,7 +176,7 @@ def info(state: Path, record: RunRecord, now: float) -> dict[str, Any]:
         "elapsed_seconds": elapsed,
         "first_step_seconds": time_to_first_step(record, paths.control_dir),
         # Only a fitted schedule is news: otherwise train.epochs stands.
-        "schedule": fit.line() if (fit := of_record(record)) and fit.fitted else None,
+        "schedule": fit.line() if (fit := record.fit) and fit.fitted else None,
         "cost_usd": cost,
         "queued_at": record.queued_at,
         "age_seconds": age_seconds(record, now),

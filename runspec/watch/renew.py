@@ -30,6 +30,7 @@ from runspec.machineowner import RUNSPEC, MachineOwner
 from runspec.providers.aws import AWS
 from runspec.providers.awstimer import MARGIN_S, arm_stop_timer, disarm_timer
 from runspec.providers.base import Provider, ProviderError
+from runspec.push.hub import not_this_runs
 from runspec.spec.model import Spec
 from runspec.store.atomic import write_json_atomic
 from runspec.store.paths import RunPaths
@@ -135,6 +136,11 @@ class LeaseRenewer:
         self.last_error = ""
         self.private = spec.push.hub.private
         self._said_taken = False
+        # Asked once, before the first lease goes into a repo that exists: whether this run
+        # may write there at all (runspec.push.hub.not_this_runs). A refused run's lease
+        # would be a commit in another run's repo, made before its preflight refuses it.
+        self.checked = False
+        self.refused: str | None = None
 
     @property
     def hub(self) -> HubLease:
@@ -219,7 +225,7 @@ class LeaseRenewer:
     def _attempt(self) -> tuple[bool | None, float | None]:
         """(True: written, False: not to be tried again, None: failed; the pause the Hub
         asked for)."""
-        if self.ended_by is not None:
+        if self.ended_by is not None or self.refused is not None:
             return False, None
         record = self.store.load(self.spec.name)
         if record is None:
@@ -235,6 +241,8 @@ class LeaseRenewer:
                 return False, None
             if current is not None and current.run != self.spec.name and not current.final:
                 self._taken(current.run)
+                return False, None
+            if head is not None and not self._may_write():
                 return False, None
             if head is None:  # the first minute: the repo, private as the spec says
                 sealed = lease.sealed(self.hub.key, self.repo)  # the watch key binds it too
@@ -252,6 +260,19 @@ class LeaseRenewer:
         self.renewals += 1
         self.landed.set()
         return True, None
+
+    def _may_write(self) -> bool:
+        """Whether this run may write its lease into its repo, which exists: asked of the
+        repo once (the record and manifest there), never again once a lease of it landed."""
+        if self.checked or self.renewals:
+            return True
+        refused = not_this_runs(self.spec, self.paths)
+        self.checked = True
+        if refused is not None:
+            self.refused = refused[0]
+            self.say(warning(f"{self.spec.name}: no lease written to {self.repo}: {refused[0]}"))
+            return False
+        return True
 
     def _taken(self, other: str) -> None:
         if not self._said_taken:
