@@ -18,7 +18,7 @@ from runspec.clock import SYSTEM, Clock, utc_iso
 from runspec.errors import UsageError
 from runspec.spec.model import Spec
 from runspec.spec.rules import RULES_VERSION
-from runspec.store.atomic import write_json_atomic
+from runspec.store.atomic import write_json_atomic, write_text
 from runspec.store.hint import command
 from runspec.store.paths import RunPaths
 from runspec.store.room import reserve_note
@@ -92,7 +92,8 @@ def accept(
     os.chmod(paths.job_dir, 0o700)
     paths.save()
     reserve_note(paths.disk_note)
-    paths.spec_file.write_text(spec.text)
+    # Whole or not at all: the daemon's views and a restart read it while a run is accepted.
+    write_text(paths.spec_file, spec.text, 0o600)
     received = utc_iso(clock.time())
     write_json_atomic(
         paths.provenance_file,
