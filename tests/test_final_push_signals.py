@@ -113,9 +113,13 @@ def test_a_second_signal_during_the_first_ones_push_exits_at_once(
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert "second signal: ending the trainer now" in out, out[-4000:]
     # What is left undone, and how to do it.
     undone = "second signal: exiting now, with no final push and no finish action: "
+    # The trainer is ended by the second signal, unless it reached its boundary first (the
+    # first signal's stop: on a loaded machine the push's first retry can outlast an epoch).
+    before = out[: out.index(undone)] if undone in out else out
+    stopped = "training stopped at epoch" in before
+    assert "second signal: ending the trainer now" in out or stopped, out[-4000:]
     assert f"{undone}runspec push sigtrain --state {state} pushes" in out, out[-4000:]
     assert code != 0, out[-4000:]
 
