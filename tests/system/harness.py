@@ -15,7 +15,7 @@ import time
 import uuid
 from pathlib import Path
 
-BOOT_TIMEOUT = 60.0
+BOOT_TIMEOUT = 120.0  # a boot takes ~10 s alone; 60 s ran out once on a machine loaded twice over
 
 GUARDED_POWEROFF = """\
 set -eu
