@@ -38,21 +38,18 @@ def _pushed_record(hub_server: HubServer, repo: str) -> dict[str, object]:
 
 
 @pytest.mark.training
-@pytest.mark.parametrize("how", ["--resume --keep-budget", "SKYPILOT_TASK_ID"])
 def test_a_killed_run_resumes_on_a_fresh_disk_from_the_hub_inside_its_first_budget(
     hub_server: HubServer,
     hub_env: dict[str, str],
     write_spec: SpecWriter,
     tmp_path: Path,
-    how: str,
 ) -> None:
-    """By hand (`--resume --keep-budget`), or as a SkyPilot managed job's recovery does it: the
-    same task id on a fresh machine, and `runspec run` with no flag resumes by itself."""
+    """By hand, `--resume --keep-budget` on a fresh machine. An engine's retry (the same task
+    id, `runspec run` with no flag) makes the same facts true by itself: see
+    test_engine_lifecycle.py's HF Jobs retry and test_resume_recordless.py's SkyPilot one."""
     spec = _hub_spec(write_spec, "spans", 4)
     first, second = tmp_path / "machine1", tmp_path / "machine2"
-    engine = how == "SKYPILOT_TASK_ID"
-    env = {**hub_env, "SKYPILOT_TASK_ID": "sky-2026-12-01-spans"} if engine else hub_env
-    flags = () if engine else ("--resume", "--keep-budget")
+    env = hub_env
     proc = start_run(spec, first, env)
     try:
         # The first verified push (epoch 1 or later) is on the Hub: then the machine dies.
@@ -75,7 +72,7 @@ def test_a_killed_run_resumes_on_a_fresh_disk_from_the_hub_inside_its_first_budg
         one = record_of(first, "spans")
         deadline = parse_utc_iso(one["deadline"])
 
-        proc = start_run(spec, second, env, *flags)
+        proc = start_run(spec, second, env, "--resume", "--keep-budget")
         code, out = finish_run(proc, timeout=400)
     finally:
         if proc.poll() is None:
