@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 
 import psutil
 import pytest
@@ -53,13 +54,21 @@ def test_a_stop_request_stops_ddp_training_at_an_epoch_boundary(tiny_job: TinyJo
     assert alive == []
 
 
+def _says(log: Path, line: str) -> bool:
+    return log.exists() and line in log.read_text()
+
+
 def test_kill_now_reaches_the_coordinator_in_its_own_session(tiny_job: TinyJob) -> None:
     job, paths = tiny_job("ddpkill", epochs=30)
     job = dataclasses.replace(job, env={**job.env, CPU_DDP_ENV: "2"})
     lines: list[str] = []
     handle = start(job, paths, log_line=lines.append)
-    wait_epoch(paths, 1)
+    # Both ranks have joined (rank 0 says so once the process group is up): the whole tree
+    # is there to be killed; no epoch needs to run first.
+    console = paths.run_dir / "console.log"
+    wait_for(lambda: _says(console, "DDP active: rank=0/2"), 300, "the DDP ranks")
     tree = psutil.Process(handle.identity.pid).children(recursive=True)
+    assert len(tree) >= 3, tree
     coordinator = next(p for p in tree if p.ppid() == handle.identity.pid)
     handle.kill_now()
     # Signalled directly, by identity, not left to notice its parent's death.

@@ -34,7 +34,9 @@ from typing import Any
 
 import pytest
 
+from runspec.clock import parse_utc_iso
 from runspec.push.remote import ATTEMPTS, MANIFEST
+from runspec.store.state import RunRecord, unnamed_edges
 from tests.fixtures_run import RUNSPEC, SpecWriter, finish_run, record_of, wait_record
 from tests.hubserver import HubServer
 
@@ -168,12 +170,25 @@ def test_an_hf_jobs_retry_resumes_the_verified_checkpoint_and_a_new_launch_is_a_
     first.torn_down("hfretry")
     pushed = _json(hub_server, repo, MANIFEST)["epoch"]
     assert pushed >= 1
+    one = record_of(first.state, "hfretry")
 
+    # The engine's retry: the same task id on a fresh machine, and `runspec run` with no flag
+    # resumes by itself (test_resume.py does it by hand, with --resume --keep-budget).
     second = Machine(tmp_path, spec, job, "--engine", "hf-jobs")
     code, out = second.finish()
     assert code == 0, out
     assert "resuming from" in out and "attempt 2: the budget left is" in out
     assert _json(hub_server, repo, MANIFEST)["final"]
+    two = record_of(second.state, "hfretry")
+    assert two["termination"] == "completed" and two["epoch"] == 3 and two["resumes"] == 1, two
+    # Inside the first attempt's budget: the same deadline, and it ended before it.
+    assert two["deadline"] == one["deadline"], (one["deadline"], two["deadline"])
+    assert parse_utc_iso(two["ended_at"]) <= parse_utc_iso(one["deadline"])
+    # The first attempt's story came with it, every change through the transition table.
+    assert any(h["to"] == "training" for h in two["history"][: len(one["history"])])
+    assert unnamed_edges(RunRecord.from_json(two).history) == [], two["history"]
+    assert [h.get("via") for h in two["history"]].count("resume") == 1, two["history"]
+    assert _json(hub_server, repo, "runspec/record.json")["termination"] == "completed"
     ledger = _json(hub_server, repo, ATTEMPTS)
     assert [a["verified_epoch"] for a in ledger["attempts"]] == [0, pushed]
 

@@ -114,21 +114,6 @@ def _kill_tree(proc: subprocess.Popen[str]) -> None:
     psutil.wait_procs(tree, timeout=30)
 
 
-def test_node_0_alone_waits_for_its_peer_then_asks_for_fresh_machines(
-    tmp_path: Path, write_spec: SpecWriter, hub_server: HubServer, hub_env: dict[str, str]
-) -> None:
-    spec = write_spec("alone", resources={"nodes": 2}, push={"hub": {"repo": "tester/alone"}})
-    env = {**hub_env, **_dstack(0, _free_port(), wait=5)}
-    code, out = finish_run(start_run(spec, tmp_path / "n0", env), timeout=300)
-    assert code == 75, out
-    assert "node 0 of 2: owns the budget, the pushes and the verdict" in out
-    assert "rendezvous timed out: the other nodes did not join within 5 s" in out
-    # It trained nothing by itself: no epoch, no weights, nothing pushed.
-    assert "epoch 1" not in out
-    held = hub_server.files("tester/alone") if ("model", "tester/alone") in hub_server.repos else []
-    assert not [f for f in held if f.startswith("weights/")]  # its lease only, when written
-
-
 def test_node_1_alone_trains_nothing_and_a_stop_signal_ends_it_and_its_torchrun(
     tmp_path: Path, write_spec: SpecWriter, hub_env: dict[str, str]
 ) -> None:
@@ -175,25 +160,60 @@ def wait_for_trainer(state: Path) -> psutil.Process:
     pytest.fail("node 1's trainer did not start torchrun within 120 s")
 
 
-def test_two_nodes_train_the_run_together_and_a_stop_on_node_0_ends_node_1_well(
-    tmp_path: Path, start_pair: Pair, hub_server: HubServer
+def test_two_nodes_train_the_run_together_past_a_stranger_and_a_stop_on_node_0_ends_node_1_well(
+    tmp_path: Path, write_spec: SpecWriter, hub_env: dict[str, str], hub_server: HubServer
 ) -> None:
-    """Under SkyPilot's node variables (the killed pair below, under dstack's, trains to the
-    end on both nodes)."""
-    node0, node1 = start_pair("stopped", 30, _skypilot)
-    wait_record(tmp_path / "n0", "stopped", lambda r: r["epoch"] >= 1, timeout=400)
-    cancel = subprocess.run(
-        [*RUNSPEC, "cancel", "stopped", "--state", str(tmp_path / "n0")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    """Under SkyPilot's node variables (the retried pair below, under dstack's, trains to the
+    end on both nodes).
+
+    torch's TCPStore takes any connection on every interface (it has no password): a
+    stranger that joins as node 1 with torchrun's defaults reached the run's rendezvous and
+    stalled it. The run's keys now sit under an id only its nodes can name (an HMAC keyed by
+    the Hub token every node holds), so the stranger joins nothing and the real node 1 does."""
+    spec = write_spec(
+        "stopped", epochs=30, resources={"nodes": 2}, push={"hub": {"repo": "tester/stopped"}}
     )
-    assert cancel.returncode == 0, cancel.stdout + cancel.stderr
-    code0, out0 = finish_run(node0, timeout=300)
-    code1, out1 = finish_run(node1, timeout=120)
+    port = _free_port()
+    node0 = start_run(spec, tmp_path / "n0", {**hub_env, **_skypilot(0, port)})
+    stranger: subprocess.Popen[str] | None = None
+    node1: subprocess.Popen[str] | None = None
+    try:
+        wait_for(lambda: _listening(port), 300, "node 0's rendezvous store")
+        marker = tmp_path / "stranger-ran"
+        script = tmp_path / "stranger.py"
+        script.write_text(f"open({str(marker)!r}, 'w').write('joined')\n")
+        stranger = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--node_rank=1"),
+                *("--master_addr=127.0.0.1", f"--master_port={port}", "--nproc_per_node=1"),
+                *("--max_restarts=0", "--rdzv_conf=timeout=120", str(script)),
+            ],
+            env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        time.sleep(10)  # its agent has met the store and waits in the rendezvous it can name
+        node1 = start_run(spec, tmp_path / "n1", {**hub_env, **_skypilot(1, port)})
+        # Both nodes train an epoch together: the stranger stalled nothing.
+        wait_record(tmp_path / "n0", "stopped", lambda r: r["epoch"] >= 1, timeout=400)
+        cancel = subprocess.run(
+            [*RUNSPEC, "cancel", "stopped", "--state", str(tmp_path / "n0")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert cancel.returncode == 0, cancel.stdout + cancel.stderr
+        code0, out0 = finish_run(node0, timeout=300)
+        code1, out1 = finish_run(node1, timeout=120)
+    finally:
+        for proc in (stranger, node1, node0):
+            if proc is not None and proc.poll() is None:
+                _kill_tree(proc)  # type: ignore[arg-type]
     # A stop decided on node 0 is no failure on node 1: it heard it through the store.
-    assert (code0, code1) == (0, 0), out0 + out1
+    assert (code0, code1) == (0, 0), out0[-3000:] + out1[-3000:]
+    assert not marker.exists(), "the stranger's program ran as a rank of the run"
     assert "node 1 of 2: following node 0 at 127.0.0.1" in out1
     assert "node 0 stopped the run" in out1
     console0 = next((tmp_path / "n0").rglob("console.log")).read_text()
@@ -201,6 +221,8 @@ def test_two_nodes_train_the_run_together_and_a_stop_on_node_0_ends_node_1_well(
     # One run of two ranks (LibreYOLO logs on rank 0 only).
     assert "DDP active: rank=0/2" in console0
     assert "--node_rank=1" in console1
+    # The id never shows on a command line another process can read.
+    assert "rdzv_id" not in console0 and "runspec-" not in console0.split("torchrun")[1][:200]
     # One final push, from node 0; node 1 pushed nothing and wrote no weights.
     assert len(_final_commits(hub_server, "tester/stopped")) == 1
     assert "weights/last.pt" in hub_server.files("tester/stopped")
@@ -224,26 +246,6 @@ def test_a_node_that_dies_ends_node_0_with_its_newest_checkpoint_pushed(
     assert "weights/last.pt" in hub_server.files("tester/lost")
 
 
-def test_node_0_that_dies_ends_node_1_with_a_fresh_machine_asked_for(
-    tmp_path: Path, start_pair: Pair, hub_server: HubServer
-) -> None:
-    node0, node1 = start_pair("headless", 30, _dstack)
-    # A verified push with an epoch's weights in it (not one of run files alone).
-    wait_record(
-        tmp_path / "n0", "headless", lambda r: (r["last_push"] or {}).get("epoch"), timeout=400
-    )
-    _kill_tree(node0)
-    code1, out1 = finish_run(node1, timeout=240)
-    assert code1 == 75, out1
-    assert "exit 75 (a fresh machine)" in out1
-    # What node 0 pushed before it died stays at the Hub: its checkpoint of that epoch (which
-    # of last.pt, best.pt, epoch_N.pt were complete then is the race of the moment).
-    pushed = hub_server.files("tester/headless")
-    verified = record_of(tmp_path / "n0", "headless")["last_push"]["files"]
-    weights = [f for f in verified if f.startswith("weights/") and f.endswith(".pt")]
-    assert weights and set(weights) <= set(pushed), (verified, pushed)
-
-
 def _pushed_record(hub_server: HubServer, repo: str) -> dict[str, Any]:
     entry = hub_server.repo(repo).head["runspec/record.json"]
     assert entry.data is not None
@@ -265,19 +267,27 @@ def _pushed_checkpoint_epoch(hub_server: HubServer, repo: str) -> int:
 _RESUMING = re.compile(r"resuming from (\S+\.pt) \(hub tester/again\), commit ([0-9a-f]{7})\b")
 
 
-def test_a_killed_pair_resumes_on_fresh_machines_from_the_same_checkpoint_on_every_node(
+def test_a_pair_whose_node_0_dies_resumes_on_fresh_machines_from_one_checkpoint_on_every_node(
     tmp_path: Path, start_pair: Pair, hub_server: HubServer
 ) -> None:
-    """dstack retries the run (the same DSTACK_RUN_ID) on fresh machines; its eager pushes put
-    an epoch's weights at the Hub as soon as they are written."""
+    """Node 0 dies: node 1 ends, asking for a fresh machine. dstack retries the run (the same
+    DSTACK_RUN_ID) on fresh machines; its eager pushes put an epoch's weights at the Hub as soon
+    as they are written."""
     node0, node1 = start_pair("again", 6, _dstack)
     # The record a push carries names the newest checkpoint verified before it: the one that
     # vouches for epoch 2 comes with a later push than epoch 2's weights.
     wait_for(lambda: _pushed_checkpoint_epoch(hub_server, "tester/again") >= 2, 400, "epoch 2")
     trainers = [_trainer_pid(tmp_path / "n0"), _trainer_pid(tmp_path / "n1")]
     _kill_tree(node0)
-    _kill_tree(node1)
-    assert not [pid for pid in trainers if _alive(pid)], trainers
+    code1, out1 = finish_run(node1, timeout=240)
+    assert code1 == 75, out1
+    assert "exit 75 (a fresh machine)" in out1
+    wait_for(lambda: not [pid for pid in trainers if _alive(pid)], 30, "both trainers' ends")
+    # What node 0 pushed before it died stays at the Hub: the checkpoints it verified (which
+    # of last.pt, best.pt, epoch_N.pt were complete then is the race of the moment).
+    verified = record_of(tmp_path / "n0", "again")["last_push"]["files"]
+    weights = [f for f in verified if f.startswith("weights/") and f.endswith(".pt")]
+    assert weights and set(weights) <= set(hub_server.files("tester/again")), verified
     pushed = _pushed_record(hub_server, "tester/again")
     checkpoint, head = pushed["checkpoint"], hub_server.repo("tester/again").commits[-1][0]
     assert checkpoint is not None and checkpoint["epoch"] >= 2, pushed
@@ -357,7 +367,8 @@ def test_a_task_with_no_checkpoint_yet_starts_over_on_every_node(
 ) -> None:
     """An earlier attempt pushed its record but no checkpoint (taken in epoch 1): every node
     starts the run over, as node 0 does, never exit 2 ("nothing to resume", issue 36). Alone
-    here, each waits 5 s for the other and asks for a fresh machine."""
+    here, each waits 5 s for the other and asks for a fresh machine: node 0 alone trains
+    nothing by itself."""
     spec = write_spec("over", resources={"nodes": 2}, push={"hub": {"repo": "tester/over"}})
     _seed_record(hub_server, spec, None)
     port = _free_port()
@@ -369,6 +380,11 @@ def test_a_task_with_no_checkpoint_yet_starts_over_on_every_node(
         code, out = finish_run(node, timeout=240)
         assert code == 75 and said in out, out
         assert "nothing to resume" not in out, out
+        assert "epoch 1" not in out, out
+    assert "node 0 of 2: owns the budget, the pushes and the verdict" in out
+    assert "rendezvous timed out: the other nodes did not join within 5 s" in out
+    # No epoch, no weights, nothing pushed: the Hub holds the earlier attempt's files alone.
+    assert not [f for f in hub_server.files("tester/over") if f.startswith("weights/")]
 
 
 def test_a_follower_refuses_what_node_0_refuses_with_exit_2_without_training(
@@ -410,50 +426,3 @@ def test_a_follower_that_cannot_read_the_hub_asks_for_a_fresh_machine_without_tr
 def _listening(port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-def test_a_stranger_on_node_0s_store_joins_nothing_and_the_run_trains_on(
-    tmp_path: Path, write_spec: SpecWriter, hub_env: dict[str, str], hub_server: HubServer
-) -> None:
-    """torch's TCPStore takes any connection on every interface (it has no password): a
-    stranger that joins as node 1 with torchrun's defaults reached the run's rendezvous and
-    stalled it. The run's keys now sit under an id only its nodes can name (an HMAC keyed by
-    the Hub token every node holds), so the stranger joins nothing and the real node 1 does."""
-    spec = write_spec(
-        "private", epochs=2, resources={"nodes": 2}, push={"hub": {"repo": "tester/private"}}
-    )
-    port = _free_port()
-    node0 = start_run(spec, tmp_path / "n0", {**hub_env, **_dstack(0, port)})
-    stranger: subprocess.Popen[str] | None = None
-    node1: subprocess.Popen[str] | None = None
-    try:
-        wait_for(lambda: _listening(port), 300, "node 0's rendezvous store")
-        marker = tmp_path / "stranger-ran"
-        script = tmp_path / "stranger.py"
-        script.write_text(f"open({str(marker)!r}, 'w').write('joined')\n")
-        stranger = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--node_rank=1"),
-                *("--master_addr=127.0.0.1", f"--master_port={port}", "--nproc_per_node=1"),
-                *("--max_restarts=0", "--rdzv_conf=timeout=120", str(script)),
-            ],
-            env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        time.sleep(10)  # its agent has met the store and waits in the rendezvous it can name
-        node1 = start_run(spec, tmp_path / "n1", {**hub_env, **_dstack(1, port)})
-        code0, out0 = finish_run(node0, timeout=400)
-        code1, out1 = finish_run(node1, timeout=120)
-        assert (code0, code1) == (0, 0), out0[-3000:] + out1[-3000:]
-        assert not marker.exists(), "the stranger's program ran as a rank of the run"
-        record = record_of(tmp_path / "n0", "private")
-        assert record["termination"] == "completed" and record["epoch"] == 2
-        # The id never shows on a command line another process can read.
-        console = next((tmp_path / "n0").rglob("console.log")).read_text()
-        assert "rdzv_id" not in console and "runspec-" not in console.split("torchrun")[1][:200]
-    finally:
-        for proc in (stranger, node1, node0):
-            if proc is not None and proc.poll() is None:
-                _kill_tree(proc)  # type: ignore[arg-type]

@@ -38,21 +38,18 @@ def _pushed_record(hub_server: HubServer, repo: str) -> dict[str, object]:
 
 
 @pytest.mark.training
-@pytest.mark.parametrize("how", ["--resume --keep-budget", "SKYPILOT_TASK_ID"])
 def test_a_killed_run_resumes_on_a_fresh_disk_from_the_hub_inside_its_first_budget(
     hub_server: HubServer,
     hub_env: dict[str, str],
     write_spec: SpecWriter,
     tmp_path: Path,
-    how: str,
 ) -> None:
-    """By hand (`--resume --keep-budget`), or as a SkyPilot managed job's recovery does it: the
-    same task id on a fresh machine, and `runspec run` with no flag resumes by itself."""
+    """By hand, `--resume --keep-budget` on a fresh machine. An engine's retry (the same task
+    id, `runspec run` with no flag) makes the same facts true by itself: see
+    test_engine_lifecycle.py's HF Jobs retry and test_resume_recordless.py's SkyPilot one."""
     spec = _hub_spec(write_spec, "spans", 4)
     first, second = tmp_path / "machine1", tmp_path / "machine2"
-    engine = how == "SKYPILOT_TASK_ID"
-    env = {**hub_env, "SKYPILOT_TASK_ID": "sky-2026-12-01-spans"} if engine else hub_env
-    flags = () if engine else ("--resume", "--keep-budget")
+    env = hub_env
     proc = start_run(spec, first, env)
     try:
         # The first verified push (epoch 1 or later) is on the Hub: then the machine dies.
@@ -75,7 +72,7 @@ def test_a_killed_run_resumes_on_a_fresh_disk_from_the_hub_inside_its_first_budg
         one = record_of(first, "spans")
         deadline = parse_utc_iso(one["deadline"])
 
-        proc = start_run(spec, second, env, *flags)
+        proc = start_run(spec, second, env, "--resume", "--keep-budget")
         code, out = finish_run(proc, timeout=400)
     finally:
         if proc.poll() is None:
@@ -105,36 +102,56 @@ def test_a_killed_run_resumes_on_a_fresh_disk_from_the_hub_inside_its_first_budg
 
 
 @pytest.mark.training
-def test_an_interrupted_run_resumes_here_with_a_new_budget_said_in_one_line(
-    write_spec: SpecWriter, tmp_path: Path
-) -> None:
+def test_an_interrupted_run_resumes_here_and_a_cancelled_one_through_the_daemon_each_anew(
+    write_spec: SpecWriter, tmp_path: Path, make_daemon: Callable[..., DaemonProc],
+    daemon_dirs: tuple[Path, Path],
+) -> None:  # fmt: skip
+    """One run, stopped twice: interrupted (SIGINT) and resumed here with `--resume`, then
+    cancelled and resumed through the daemon with `submit --resume`; each resume takes a new
+    budget, said in one line, and goes on from where the run stopped."""
+    state, inbox = daemon_dirs
     spec = write_spec(
-        "again", epochs=4, push={"dir": str(tmp_path / "pushed"), "every": "1h"},
+        "again", epochs=7, push={"dir": str(tmp_path / "pushed"), "every": "1h"},
         finish={"action": "none"},
     )  # fmt: skip
-    state = tmp_path / "state"
     proc = start_run(spec, state)
     try:
         wait_record(state, "again", lambda r: r.get("epoch", 0) >= 1, 300)
         proc.send_signal(signal.SIGINT)
-        code, out = finish_run(proc, timeout=300)
+        _, out = finish_run(proc, timeout=300)
         one = record_of(state, "again")
         assert one["termination"] == "interrupted", out[-4000:]
         proc = start_run(spec, state, None, "--resume")
-        code, out = finish_run(proc, timeout=400)
+        wait_record(state, "again", lambda r: r.get("epoch", 0) > one["epoch"], 300)
+        done = runspec_cli("cancel", "again", "--state", str(state))
+        assert done.returncode == 0, done.stdout + done.stderr
+        _, out = finish_run(proc, timeout=300)
+        two = record_of(state, "again")
+        assert two["termination"] == "cancelled", out[-4000:]
+        daemon = make_daemon().start()
+        daemon.wait_ready()
+        done = runspec_cli(
+            "submit", str(spec), "--resume", "--state", str(state), "--inbox", str(inbox)
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "a new budget of 30m" in done.stdout, done.stdout
+        three = wait_record(state, "again", lambda r: r["status"] == "finished", 400)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
         end_leftovers(state)
-    assert code == 0, out[-4000:]
+    # Resumed here: the new budget said once, on past the interrupted epoch.
     lines = [line for line in out.splitlines() if "a new budget of 30m" in line]
     assert len(lines) == 1, out[-4000:]
-    two = record_of(state, "again")
-    assert two["termination"] == "completed" and two["epoch"] == 4, two
-    assert f"epoch {one['epoch']}/4" not in out, out[-4000:]
+    assert f"epoch {one['epoch']}/7" not in out, out[-4000:]
     assert two["deadline"] != one["deadline"]
     assert unnamed_edges(RunRecord.from_json(two).history) == [], two["history"]
+    # Resumed by the daemon: to the end, on past the cancelled epoch.
+    assert three["termination"] == "completed" and three["epoch"] == 7, three
+    assert three["resumes"] == 2, three
+    assert f"epoch {two['epoch']}/7" not in daemon.output.split("resum", 1)[-1], daemon.output
+    assert unnamed_edges(RunRecord.from_json(three).history) == [], three["history"]
 
 
 def test_resume_refuses_where_nothing_can_be_resumed(
@@ -178,39 +195,3 @@ def test_a_run_that_failed_for_good_is_marked_and_never_resumed(
     assert code == 2, out
     assert "failed for good and is not resumed" in out and "/nonexistent/dataset" in out, out
     assert "rm typo" in out, out  # the mark is on this disk: `rm` clears it
-
-
-@pytest.mark.training
-def test_submit_resume_has_the_daemon_continue_a_cancelled_run(
-    write_spec: SpecWriter, tmp_path: Path, make_daemon: Callable[..., DaemonProc],
-    daemon_dirs: tuple[Path, Path],
-) -> None:  # fmt: skip
-    state, inbox = daemon_dirs
-    spec = write_spec(
-        "queued-again", epochs=4, push={"dir": str(tmp_path / "pushed"), "every": "1h"},
-        finish={"action": "none"},
-    )  # fmt: skip
-    proc = start_run(spec, state)
-    try:
-        wait_record(state, "queued-again", lambda r: r.get("epoch", 0) >= 1, 300)
-        done = runspec_cli("cancel", "queued-again", "--state", str(state))
-        assert done.returncode == 0, done.stdout + done.stderr
-        _, out = finish_run(proc, timeout=300)
-        assert record_of(state, "queued-again")["termination"] == "cancelled", out[-4000:]
-        stopped_at = record_of(state, "queued-again")["epoch"]
-        daemon = make_daemon().start()
-        daemon.wait_ready()
-        done = runspec_cli(
-            "submit", str(spec), "--resume", "--state", str(state), "--inbox", str(inbox)
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert "a new budget of 30m" in done.stdout, done.stdout
-        record = wait_record(state, "queued-again", lambda r: r["status"] == "finished", 400)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        end_leftovers(state)
-    assert record["termination"] == "completed" and record["epoch"] == 4, record
-    assert record["resumes"] == 1
-    assert f"epoch {stopped_at}/4" not in daemon.output.split("resum", 1)[-1], daemon.output

@@ -5,23 +5,24 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
-import signal
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import torch
-from huggingface_hub import CommitOperationAdd, HfApi
 from torch.serialization import get_unsafe_globals_in_checkpoint
 
-from runspec.push.hubrecord import newest_checkpoint
-from runspec.push.manifest import ManifestEntry, digest_file
-from runspec.store.paths import StateLayout
+from runspec.push.hubrecord import record_json
+from runspec.push.manifest import Manifest, ManifestEntry, digest_file
+from runspec.push.remote import MANIFEST, RECORD
+from runspec.spec.loader import load_spec
+from runspec.store.state import RunRecord, RunStatus
 from runspec.trainer import control
 from runspec.trainer.control import TrainerOutcome
-from runspec.trainer.launcher import TrainerHandle, start
+from runspec.trainer.launcher import start
 from runspec.trainer.safeload import ALLOWED, UnsafeCheckpoint, load_as_data, trained_epochs
 from tests.fixtures_daemon import end_leftovers
-from tests.fixtures_run import SpecWriter, finish_run, start_run, wait_record
+from tests.fixtures_run import SpecWriter, finish_run, start_run
 from tests.fixtures_training import TinyJob, wait_for
 from tests.hubserver import HubServer
 
@@ -97,59 +98,49 @@ def test_libreyolos_own_checkpoints_need_nothing_beyond_the_allow_list(tiny_job:
 def test_a_resume_from_the_hub_of_a_planted_checkpoint_runs_none_of_it(
     hub_server: HubServer,
     hub_env: dict[str, str],
-    hub_token: str,
     write_spec: SpecWriter,
     tmp_path: Path,
 ) -> None:
     """Someone with write access to the run's repo replaces its newest checkpoint (and the
     manifest's sha256 of it) with a pickle that runs code when loaded: the resume on a fresh
-    machine downloads it, verified against that manifest, and runs none of it."""
-    spec = write_spec(
+    machine downloads it, verified against that manifest, and runs none of it. The Hub holds
+    the live run's record (killed in epoch 2, its budget running) and, as the attacker left
+    them, the manifest and the last.pt it names: no training is needed to plant them."""
+    spec_path = write_spec(
         "planted", epochs=4, push={"hub": {"repo": "me/planted"}, "every": "1h"},
         train={"save_period": 1}, finish={"action": "none"},
     )  # fmt: skip
-    first, second = tmp_path / "machine1", tmp_path / "machine2"
+    second = tmp_path / "machine2"
     marker = tmp_path / "code-ran"
-    proc = start_run(spec, first, hub_env)
+    planted = tmp_path / "planted.pt"
+    _plant(planted, marker)
+    digest = digest_file(planted)
+    spec = load_spec(spec_path)
+    started = datetime.now(UTC) - timedelta(minutes=1)
+    record = RunRecord(
+        name="planted", spec_sha256=spec.sha256, status=RunStatus.TRAINING,
+        started_at=started.isoformat(timespec="seconds"),
+        deadline=(started + timedelta(minutes=30)).isoformat(timespec="seconds"),
+        epoch=1, total_epochs=4,
+    )  # fmt: skip
+    at = started.isoformat(timespec="seconds")
+    entry = ManifestEntry("weights/last.pt", digest.size, digest.sha256, 1, at)
+    manifest = Manifest("planted", 1, at, False, (entry,))
+    hub_server.put_file("me/planted", "weights/last.pt", planted.read_bytes(), "model")
+    hub_server.put_file("me/planted", MANIFEST, json.dumps(manifest.to_json()).encode(), "model")
+    text = json.dumps(record_json(record, manifest)).encode()
+    hub_server.put_file("me/planted", RECORD, text, "model")
+    proc = start_run(spec_path, second, hub_env, "--resume", "--keep-budget")
     try:
-        wait_record(first, "planted", lambda r: (r.get("last_push") or {}).get("epoch"), 300)
-        handle = TrainerHandle.find(StateLayout(first).run_paths("planted"))
-        proc.send_signal(signal.SIGKILL)
-        assert handle is not None
-        handle.kill_now()
-        proc.wait(30)
-        # The attacker's commit: the newest checkpoint, and the manifest's word for it.
-        head = hub_server.repo("me/planted").head
-        raw = head["runspec/manifest.json"].data
-        assert raw is not None
-        manifest = json.loads(raw)
-        newest = newest_checkpoint([ManifestEntry.from_json(e) for e in manifest["files"]])
-        assert newest is not None
-        planted = tmp_path / "planted.pt"
-        _plant(planted, marker)
-        digest = digest_file(planted)
-        for entry in manifest["files"]:
-            if entry["path"] == newest.path:
-                entry.update(size=digest.size, sha256=digest.sha256, blob_id=None)
-        api = HfApi(endpoint=hub_server.url, token=hub_token)
-        api.create_commit(
-            "me/planted",
-            [
-                CommitOperationAdd(newest.path, str(planted)),
-                CommitOperationAdd("runspec/manifest.json", json.dumps(manifest).encode()),
-            ],
-            commit_message="planted",
-        )
-        proc = start_run(spec, second, hub_env, "--resume", "--keep-budget")
         code, out = finish_run(proc, timeout=400)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        end_leftovers(first)
         end_leftovers(second)
     assert not marker.exists(), "the planted pickle ran on the resume"
     assert code != 0, out[-4000:]
+    assert "resuming from last.pt (hub me/planted)" in out, out[-4000:]
     assert "refused, nothing in it was run" in out, out[-4000:]
     assert "planted: resume refused: the checkpoint" in out, out[-4000:]
     assert "LibreYOLO failed" not in out, out[-4000:]
