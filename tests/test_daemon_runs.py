@@ -4,19 +4,17 @@ SIGKILL."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fixtures_daemon import DaemonProc, drop, wait_until
+from tests.fixtures_daemon import DaemonProc, drop, paused, wait_until
 
 pytestmark = pytest.mark.training
 
@@ -70,19 +68,6 @@ def _training(make_daemon: Any, name: str, epochs: int) -> DaemonProc:
 def _trainer_pid(state: Path, name: str) -> int:
     trainer = json.loads((state / "jobs" / name / "trainer.json").read_text())
     return int(trainer["identity"]["pid"])
-
-
-@contextlib.contextmanager
-def paused(pid: int) -> Iterator[None]:
-    """The trainer held still (SIGSTOP) while the daemons change hands: a machine too busy to
-    run it for a while. It cannot finish its last epochs before the next daemon starts, so a
-    few epochs suffice where many once kept it alive through the restart."""
-    os.kill(pid, signal.SIGSTOP)  # raises if the trainer is gone already
-    try:
-        yield
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGCONT)
 
 
 @pytest.mark.timeout(1200)
