@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -247,3 +248,22 @@ def _await_watcher(paths: RunPaths) -> None:
     end = time.monotonic() + WATCHER_START_S
     while not paths.failsafe_watch.exists() and time.monotonic() < end:
         time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def paused(pid: int) -> Iterator[None]:
+    """A trainer held still (SIGSTOP) while its owners change hands: a machine too busy to run
+    it for a while. It cannot finish its last epochs meanwhile, so a few epochs suffice where
+    many once kept it alive through a daemon's restart."""
+    os.kill(pid, signal.SIGSTOP)  # raises if the trainer is gone already
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+
+def trainer_pid(state: Path, name: str) -> int:
+    """The pid of run `name`'s trainer, from its trainer.json."""
+    trainer = json.loads((state / "jobs" / name / "trainer.json").read_text())
+    return int(trainer["identity"]["pid"])

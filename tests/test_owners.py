@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures_daemon import DaemonProc, drop, spec_text, wait_until
+from tests.fixtures_daemon import DaemonProc, drop, paused, spec_text, trainer_pid, wait_until
 from tests.fixtures_run import SpecWriter, finish_run, record_of, start_run, wait_record
 
 TRAIN_BOUND = 400.0
@@ -29,7 +29,7 @@ def test_a_second_driver_is_refused_and_the_finish_runs_once(
     ran = tmp_path / "finish-ran"
     spec = write_spec(
         "owned",
-        epochs=4,
+        epochs=2,
         push={"dir": str(tmp_path / "volume")},
         finish={"action": "command", "command": ["sh", "-c", f"echo ran >> {ran}"]},
     )
@@ -37,22 +37,24 @@ def test_a_second_driver_is_refused_and_the_finish_runs_once(
     first = start_run(spec, state)
     wait_record(state, "owned", lambda r: r.get("epoch", 0) >= 1, TRAIN_BOUND)
 
-    second = subprocess.run(
-        [sys.executable, "-m", "runspec", "run", str(spec), "--state", str(state)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert second.returncode == 2, second.stdout + second.stderr
-    assert f"run 'owned' is already driven by pid {first.pid} (runspec run" in second.stderr
-    assert "runspec cancel owned" in second.stderr
-
-    # A daemon on the same state folder sees the run driven elsewhere and leaves it alone.
+    # The trainer held still meanwhile: the run is surely under way while the others try.
     daemon: DaemonProc = make_daemon(state=state)
-    daemon.start()
-    daemon.wait_ready()
-    wait_until(lambda: f"owned: driven by pid {first.pid}" in daemon.output, what="the refusal")
+    with paused(trainer_pid(state, "owned")):
+        second = subprocess.run(
+            [sys.executable, "-m", "runspec", "run", str(spec), "--state", str(state)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert second.returncode == 2, second.stdout + second.stderr
+        assert f"run 'owned' is already driven by pid {first.pid} (runspec run" in second.stderr
+        assert "runspec cancel owned" in second.stderr
+
+        # A daemon on the same state folder sees the run driven elsewhere and leaves it alone.
+        daemon.start()
+        daemon.wait_ready()
+        wait_until(lambda: f"owned: driven by pid {first.pid}" in daemon.output, what="the refusal")
 
     code, out = finish_run(first)
     assert code == 0, out
@@ -71,25 +73,30 @@ def test_a_lost_trainer_json_never_starts_a_second_trainer(make_daemon: Any) -> 
         "dataset:\n  path: /unused\n",
         "dataset:\n  synthetic: {train: 8, val: 4, imgsz: 64, classes: 3, seed: 0}\n",
     )
-    text = text.replace("epochs: 2", "epochs: 6").replace("  args:", "  save_period: 1\n  args:")
+    text = text.replace("epochs: 2", "epochs: 3").replace("  args:", "  save_period: 1\n  args:")
     drop(first.inbox, "lost.yaml", text + "env: {OMP_NUM_THREADS: 1}\n")
     job = first.state / "jobs" / "lost"
     wait_until(lambda: (first.record("lost") or {}).get("epoch", 0) >= 1, timeout=TRAIN_BOUND)
     trainer_file = job / "trainer.json"
     pid = int(json.loads(trainer_file.read_text())["identity"]["pid"])
-    trainer_file.unlink()
-    first.signal(signal.SIGKILL)
-    first.wait()
-    os.kill(pid, 0)  # the trainer lives on
-
     second: DaemonProc = make_daemon()
-    second.start("--once")
+    # The trainer held still until the next daemon has found it: it outlives the first.
+    with paused(pid):
+        trainer_file.unlink()
+        first.signal(signal.SIGKILL)
+        first.wait()
+        os.kill(pid, 0)  # the trainer lives on
+        second.start("--once")
+        wait_until(
+            lambda: f"re-attached to the running trainer (pid {pid})" in second.output,
+            timeout=TRAIN_BOUND,
+            what="the re-attach",
+        )
     assert second.wait(timeout=TRAIN_BOUND) == 0, second.output
     assert "found the run's live trainer by " in second.output
-    assert f"re-attached to the running trainer (pid {pid})" in second.output
     record = second.record("lost")
     assert record is not None and record["termination"] == "completed"
-    assert record["restarts_used"] == 0 and record["epoch"] == 6
+    assert record["restarts_used"] == 0 and record["epoch"] == 3
     started = (first.output + second.output).count("epochs (trainer pid")
     assert started == 1, "a second trainer was started"
     console = (second.state / "runs" / "lost" / "console.log").read_text()

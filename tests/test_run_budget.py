@@ -19,6 +19,7 @@ import pytest
 from runspec.clock import parse_utc_iso
 from runspec.trainer.checkpoints import is_intact
 from tests.fixtures_cpu import CpuCap
+from tests.fixtures_daemon import trainer_pid
 from tests.fixtures_providers import StandIn, vast_answers_stopped
 from tests.fixtures_run import SpecWriter, finish_run, record_of, start_run, wait_record
 from tests.hubserver import HubServer
@@ -50,9 +51,11 @@ def test_the_budget_stops_training_at_an_epoch_boundary_and_finishes_before_the_
     )
     state = tmp_path / "state"
     proc = start_run(spec, state, hub_env)
-    cpu_cap.hold(proc.pid)
     wait_record(state, "budgeted", lambda r: r["epoch"] >= 1, timeout=120)
-    cpu_cap.limit(0.3)  # a slower machine from here: the budget still ends it in time
+    # A slower trainer from here (a tenth of a core): the budget still ends it in time, the
+    # driver, who stops it, pushes and finishes, at full speed.
+    cpu_cap.hold(trainer_pid(state, "budgeted"))
+    cpu_cap.limit(0.1)
     code, out = finish_run(proc, timeout=180)
     assert code == 0, out
     record = record_of(state, "budgeted")

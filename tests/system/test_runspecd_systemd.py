@@ -66,8 +66,8 @@ def test_a_run_trains_pushes_and_its_finish_powers_the_container_off(
     spec = (
         "runspec: 1\nname: sysrun\n"
         "dataset:\n  synthetic: {train: 8, val: 4, imgsz: 64, classes: 3, seed: 0}\n"
-        "train:\n  model: yolo9-t\n  epochs: 18\n  batch: 4\n  imgsz: 32\n  device: cpu\n"
-        "  save_period: 10\n  args: {pretrained: false, workers: 0, eval_interval: 1}\n"
+        "train:\n  model: yolo9-t\n  epochs: 3\n  batch: 4\n  imgsz: 32\n  device: cpu\n"
+        "  save_period: 3\n  args: {pretrained: false, workers: 0, eval_interval: 1}\n"
         "push:\n  dir: pushed\n  every: 1m\n"
         "budget:\n  wall_clock: 15m\n"
         # The container's two cores are the suite's too: one OpenMP thread (tests/conftest.py).
@@ -86,24 +86,30 @@ def test_a_run_trains_pushes_and_its_finish_powers_the_container_off(
     trainer = json.loads((state / "jobs/sysrun/trainer.json").read_text())
     pid = trainer["identity"]["pid"]
     attached = f"re-attached to the running trainer (pid {pid}"
-    # A kill mid-run: systemd restarts the daemon, which re-attaches to the same trainer.
-    c.sh("systemctl kill -s KILL runspecd")
-    wait_until(lambda: c.journal_text("runspecd").count(attached) == 1, what="the re-attach")
-    assert c.show("runspecd", "NRestarts")["NRestarts"] == "1"
-    # A restart costs the training nothing: the daemon detaches and re-attaches again.
-    c.sh("systemctl restart runspecd")
-    wait_until(lambda: c.journal_text("runspecd").count(attached) == 2, what="the re-attach")
+    # The trainer held still (SIGSTOP) while the daemon is killed and restarted: a machine too
+    # busy to run it, so three epochs outlast both re-attaches on any machine.
+    c.sh(f"kill -STOP {pid}")
+    try:
+        # A kill mid-run: systemd restarts the daemon, which re-attaches to the same trainer.
+        c.sh("systemctl kill -s KILL runspecd")
+        wait_until(lambda: c.journal_text("runspecd").count(attached) == 1, what="the re-attach")
+        assert c.show("runspecd", "NRestarts")["NRestarts"] == "1"
+        # A restart costs the training nothing: the daemon detaches and re-attaches again.
+        c.sh("systemctl restart runspecd")
+        wait_until(lambda: c.journal_text("runspecd").count(attached) == 2, what="the re-attach")
+    finally:
+        c.sh(f"kill -CONT {pid}", check=False)
     # The finish powers the container off once the final push is verified.
     assert c.wait_exit(timeout=600) == 0
     data = runspecd_container.record("sysrun")
     assert data["status"] == "finished" and data["termination"] == "completed"
-    assert data["epoch"] == 18
+    assert data["epoch"] == 3
     assert data["restarts_used"] == 0  # never relaunched: the same trainer did every epoch
     assert data["last_push"]["final"] is True
     pushed = state / "pushed/sysrun/weights/last.pt"
     assert pushed.read_bytes() == (state / "runs/sysrun/weights/last.pt").read_bytes()
     journal = c.journal_text()
-    verified = journal.find("pushed epoch 18 (final)")
+    verified = journal.find("pushed epoch 3 (final)")
     finish = journal.find("sysrun: finish: about to run ['/bin/sh'", verified)
     powered = journal.find("Reached target poweroff.target")
     assert -1 < verified < finish < powered, journal[-3000:]
