@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import zipfile
@@ -9,6 +10,8 @@ from pathlib import Path
 
 import torch
 
+from runspec.push.hubrecord import newest_checkpoint
+from runspec.push.manifest import ManifestEntry
 from runspec.trainer import control
 from runspec.trainer.checkpoints import (
     complete_checkpoints,
@@ -177,3 +180,41 @@ def test_control_files_round_trip(tmp_path: Path) -> None:
     control.clear_for_launch(ctl)
     assert control.stop_requested(ctl) is None
     assert control.read_deadline(ctl) == 1_800_000_000.5  # the deadline belongs to the run
+
+
+def test_a_best_pt_left_from_an_older_epoch_keeps_that_epoch(tmp_path: Path) -> None:
+    """LibreYOLO rewrites best.pt only when the metric improves: a best.pt of epoch 1 that a
+    marker of epoch 3 still vouches for holds epoch 1, and must say so. Labelled 3, it was the
+    newest checkpoint where last.pt was left out of a push (being rewritten), and a retry
+    resumed from it and trained epochs 2 and 3 again."""
+    run, ctl = tmp_path / "run", tmp_path / "control"
+    weights = run / "weights"
+    _save_checkpoint(weights / "last.pt", 1)
+    _save_checkpoint(weights / "best.pt", 1)
+    _mark(run, ctl, 1, ["last.pt", "best.pt"])
+    for epoch in (2, 3):  # no better metric: last.pt only
+        time.sleep(0.01)
+        _save_checkpoint(weights / "last.pt", epoch)
+        _mark(run, ctl, epoch, ["last.pt", "best.pt"])
+    found = {c.relpath: c.epoch for c in complete_checkpoints(run, ctl)}
+    assert found == {"weights/last.pt": 3, "weights/best.pt": 1}
+    # The next epoch rewrites last.pt: the push that skips it must not resume from epoch 1 as 3.
+    time.sleep(0.01)
+    _save_checkpoint(weights / "last.pt", 4)
+    entries = [
+        ManifestEntry(c.relpath, c.size, "0" * 64, c.epoch, "2027-01-15T08:00:00Z")
+        for c in complete_checkpoints(run, ctl)
+    ]
+    newest = newest_checkpoint(entries)
+    assert newest is not None and (newest.path, newest.epoch) == ("weights/best.pt", 1)
+    # An improved metric rewrites best.pt: from then on it is that epoch's.
+    time.sleep(0.01)
+    _save_checkpoint(weights / "best.pt", 4)
+    _mark(run, ctl, 4, ["last.pt", "best.pt"])
+    found = {c.relpath: c.epoch for c in complete_checkpoints(run, ctl)}
+    assert found == {"weights/last.pt": 4, "weights/best.pt": 4}
+    # A marker written before per-file epochs (no file_epochs) reads as before.
+    data = json.loads((ctl / control.EPOCH_MARKER_FILE).read_text())
+    data.pop("file_epochs", None)
+    (ctl / control.EPOCH_MARKER_FILE).write_text(json.dumps(data))
+    assert {c.epoch for c in complete_checkpoints(run, ctl)} == {4}

@@ -127,9 +127,9 @@ class CheckpointFile:
         return FileStat(size=self.size, mtime_ns=self.mtime_ns)
 
 
-def _epoch_of(relpath: str, marker_epoch: int) -> int:
+def _epoch_of(relpath: str, marker: EpochMarker) -> int:
     number = epoch_number(Path(relpath).name)
-    return marker_epoch if number is None else number
+    return marker.epoch_of(relpath) if number is None else number
 
 
 def _stat_or_none(path: Path) -> FileStat | None:
@@ -157,7 +157,7 @@ def complete_checkpoints(run_dir: Path, control_dir: Path) -> list[CheckpointFil
         found.append(
             CheckpointFile(
                 relpath=relpath,
-                epoch=_epoch_of(relpath, marker.epoch),
+                epoch=_epoch_of(relpath, marker),
                 size=recorded.size,
                 mtime_ns=recorded.mtime_ns,
             )

@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -226,6 +226,8 @@ class EpochMarker:
 
     `files` maps run-relative paths (`weights/last.pt`) to their size and mtime then: a file
     that still has both is the complete checkpoint of that epoch, not a half-written one.
+    `file_epochs`: a file unchanged since an earlier marker's epoch (best.pt, rewritten only
+    when the metric improves) holds that epoch (write_epoch_marker carries it).
     """
 
     epoch: int
@@ -234,9 +236,14 @@ class EpochMarker:
     validated: bool
     time: float
     files: dict[str, FileStat] = field(default_factory=dict)
+    file_epochs: dict[str, int] = field(default_factory=dict)
+
+    def epoch_of(self, relpath: str) -> int:
+        return self.file_epochs.get(relpath, self.epoch)
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "file_epochs": dict(sorted(self.file_epochs.items())),
             "epoch": self.epoch,
             "total_epochs": self.total_epochs,
             "epoch_seconds": self.epoch_seconds,
@@ -261,10 +268,24 @@ class EpochMarker:
             validated=bool(data["validated"]),
             time=float(data["time"]),
             files=files,
+            file_epochs={
+                str(rel): int(epoch)
+                for rel, epoch in dict(data.get("file_epochs") or {}).items()
+                if str(rel) in files and 0 <= int(epoch) <= int(data["epoch"])
+            },
         )
 
 
+def carry_file_epochs(marker: EpochMarker, previous: EpochMarker | None) -> EpochMarker:
+    """`marker` with the epoch each file holds: one exactly as `previous` saw it holds the
+    epoch it held then (never newer than this marker's); any other, this marker's epoch."""
+    same = [r for r, st in marker.files.items() if previous and previous.files.get(r) == st]
+    kept = {r: min(previous.epoch_of(r), marker.epoch) for r in same if previous is not None}
+    return replace(marker, file_epochs={r: e for r, e in kept.items() if e < marker.epoch})
+
+
 def write_epoch_marker(control_dir: Path, marker: EpochMarker) -> None:
+    marker = carry_file_epochs(marker, read_epoch_marker(control_dir))
     write_text(control_dir / EPOCH_MARKER_FILE, json.dumps(marker.to_json()) + "\n")
 
 
