@@ -14,8 +14,10 @@ PYTEST_ARGS ?=
 # trainers and daemons that `time` misses; 777 s of pytest, 1.75 cores busy, on two cores
 # where `import torch` takes 2.4 s): most of it goes to real LibreYOLO runs, each importing
 # torch. Starting the long tests first, one per worker, was slower (803 s): it is not done.
-# Since issues 34-39 (1,276 tests): 1,165 s of pytest on a fresh clone, over its 15 minutes;
-# the longest waits are the flaky-Hub and read-only runs (real deadlines, real incidents).
+# Since issues 34-39 (1,396 tests): 1,921 CPU-s in 1,144 s of pytest (1.68 cores), one run of
+# bench/suite_cpu.py on two cores, down from 2,393 CPU-s (1,367 s) by sharing real runs between
+# tests, freezing a trainer (SIGSTOP) where a test needs one alive rather than planning spare
+# epochs, and capping the trainer alone, not its driver, where a test trains to a deadline.
 PYTEST_WORKERS ?= 4
 
 .PHONY: demo test lint typecheck pytest bench gpu-check clean install venv
