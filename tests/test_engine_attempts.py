@@ -351,6 +351,10 @@ def test_the_earlier_run_refusal_stands_aside_only_for_the_run_the_ledger_names(
     assert refused(run="another") and refused(task_id="task-1") and refused(spec_sha256="b" * 64)
     files[ATTEMPTS] = b"not a ledger"
     assert earlier_run("model repo o/r", "r", ours, files.get) is not None
+    # Read as strictly as the gate reads it: a duplicated key names nothing (plain JSON would
+    # take the last "run" and stand aside for a file the gate refuses as damaged).
+    files[ATTEMPTS] = json.dumps({**ledger, "run": "another"}).encode()[:-1] + b', "run": "r"}'
+    assert earlier_run("model repo o/r", "r", ours, files.get) is not None
 
 
 @pytest.mark.parametrize("size", [100_000, 2 << 20])

@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from runspec.hubread import HostileFile, strict_json
 from runspec.printable import printable
 from runspec.push import remote
 
@@ -75,8 +76,8 @@ def _ledger_names(read: Reader, name: str, ours: dict[str, Any]) -> bool:
     if not data or len(data) > MAX_BYTES:
         return False
     try:
-        ledger = json.loads(data)
-    except ValueError:
+        ledger = strict_json(data)  # as the gate read it (runspec.run.attempts)
+    except HostileFile:
         return False
     if not isinstance(ledger, dict) or ledger.get("run") != name:
         return False
